@@ -1,0 +1,137 @@
+//! Builds every bundled plugin into `<target>/plugins/<name>.wasm`: the Rust guests with a nested
+//! `cargo build --target wasm32-wasip2` (own target folder, so it never waits on this build's
+//! lock), the Python guests with componentize-py when it is installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// (cargo package, plugin name) of every Rust guest.
+const RUST_PLUGINS: &[(&str, &str)] = &[
+    ("swerve-plugin-swe-rl", "swe-rl"),
+    ("swerve-plugin-format", "format"),
+    ("swerve-log-parsers", "swebench-parsers"),
+    ("swerve-plugin-rust-length", "rust-length"),
+    ("swerve-plugin-hostile", "hostile"),
+    ("swerve-plugin-hostile-imports", "hostile-imports"),
+];
+
+/// (source folder under guest-plugins/, module, plugin name, world) of every Python guest.
+const PYTHON_PLUGINS: &[(&str, &str, &str, &str)] = &[(
+    "examples/python-keywords",
+    "app",
+    "python-keywords",
+    "reward",
+)];
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest.parent().unwrap().parent().unwrap().to_owned();
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    // OUT_DIR is <target>/<profile>/build/<pkg>-<hash>/out.
+    let target = out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR has the usual depth")
+        .to_owned();
+    let plugins = target.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+
+    println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("guest-plugins").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
+    println!("cargo:rerun-if-env-changed=SWERVE_SKIP_PYTHON_PLUGINS");
+    println!("cargo:rustc-env=SWERVE_PLUGIN_DIR={}", plugins.display());
+
+    build_rust(&root, &target.join("wasm-plugins"), &plugins);
+    build_python(&root, &target.join("wasm-plugins"), &plugins);
+}
+
+fn build_rust(root: &Path, wasm_target: &Path, plugins: &Path) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args([
+            "build",
+            "--profile",
+            "plugin",
+            "--target",
+            "wasm32-wasip2",
+            "--target-dir",
+        ])
+        .arg(wasm_target);
+    for (package, _) in RUST_PLUGINS {
+        cmd.args(["-p", package]);
+    }
+    // The outer build's flags (coverage, sanitizers, target features) are not for guests.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_MAKEFLAGS",
+        "MAKEFLAGS",
+        "MFLAGS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let output = cmd
+        .output()
+        .expect("cannot run cargo to build the guest plugins");
+    if !output.status.success() {
+        panic!(
+            "building the guest plugins failed (is the wasm32-wasip2 target installed? `rustup target add wasm32-wasip2`):\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    for (package, name) in RUST_PLUGINS {
+        let built = wasm_target
+            .join("wasm32-wasip2/plugin")
+            .join(format!("{}.wasm", package.replace('-', "_")));
+        copy_if_changed(&built, &plugins.join(format!("{name}.wasm")));
+    }
+}
+
+fn build_python(root: &Path, work: &Path, plugins: &Path) {
+    if std::env::var_os("SWERVE_SKIP_PYTHON_PLUGINS").is_some() {
+        return;
+    }
+    for (folder, module, name, world) in PYTHON_PLUGINS {
+        let src = root.join("guest-plugins").join(folder);
+        let out = work.join(format!("{name}.wasm"));
+        let status = Command::new("componentize-py")
+            .arg("-d")
+            .arg(root.join("wit"))
+            .args(["-w", world, "componentize", "--stub-wasi", "-p"])
+            .arg(&src)
+            .arg(module)
+            .arg("-o")
+            .arg(&out)
+            .output();
+        match status {
+            Ok(o) if o.status.success() => {
+                copy_if_changed(&out, &plugins.join(format!("{name}.wasm")))
+            }
+            Ok(o) => panic!(
+                "componentize-py failed for {name}:\n{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => println!(
+                "cargo:warning=componentize-py not found ({e}); the Python example plugin `{name}` is not built (pip install componentize-py==0.25.1)"
+            ),
+        }
+    }
+}
+
+fn copy_if_changed(from: &Path, to: &Path) {
+    let new = std::fs::read(from).unwrap_or_else(|e| panic!("cannot read {}: {e}", from.display()));
+    if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
+        std::fs::write(to, &new).unwrap_or_else(|e| panic!("cannot write {}: {e}", to.display()));
+    }
+}

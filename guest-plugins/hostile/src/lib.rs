@@ -1,0 +1,119 @@
+//! A hostile reward plugin for the host's tests. Each sample's `attack` metadata picks what it
+//! does; a sample without one is scored 1.0 like a well-behaved plugin would. Probes that look
+//! outside the sandbox (files, environment, network, clock, randomness) report what they saw as
+//! metrics, so a test can assert that they saw nothing.
+
+use std::hint::black_box;
+use std::io::Write;
+
+use swerve_plugin_kit::reward::{PluginInfo, Sample, Score};
+
+struct Hostile;
+
+impl swerve_plugin_kit::RewardPlugin for Hostile {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "hostile".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            description: "Attacks the host on demand (test fixture)".into(),
+        }
+    }
+
+    fn score(sample: &Sample) -> Result<Score, String> {
+        match sample.meta("attack").unwrap_or("none") {
+            "none" => Ok(Score::reward(1.0)),
+            "loop" => {
+                let mut x = 0u64;
+                loop {
+                    x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+            "alloc-4g" => {
+                // 64 MiB at a time up to 4 GiB, touching every chunk so that it is really used.
+                let mut chunks = Vec::new();
+                for _ in 0..64 {
+                    let mut chunk = vec![0u8; 64 << 20];
+                    chunk[12345] = 1;
+                    chunks.push(black_box(chunk));
+                }
+                Ok(Score::reward(chunks.len() as f64))
+            }
+            "alloc-huge" => {
+                let v = black_box(vec![1u8; (2usize << 30) - 1]);
+                Ok(Score::reward(v[v.len() - 1] as f64))
+            }
+            "recurse" => Ok(Score::reward(recurse(black_box(1)) as f64)),
+            "panic" => panic!("hostile plugin panicked on purpose for sample {}", sample.id),
+            "exit" => std::process::exit(3),
+            "error" => Err(format!("sample {} is not scorable", sample.id)),
+            "nan" => Ok(Score::reward(f64::NAN)),
+            "output" => {
+                // 64 MiB of output: the host keeps only a bounded tail.
+                let line = [b'x'; 1023];
+                let mut err = std::io::stderr();
+                for _ in 0..(64 << 10) {
+                    let _ = err.write_all(&line);
+                    let _ = err.write_all(b"\n");
+                }
+                let _ = err.write_all(b"the end of the hostile output\n");
+                Ok(Score::reward(0.5))
+            }
+            "files" => {
+                let mut seen = 0.0;
+                for path in ["/", ".", "/etc/passwd", "/proc/self/environ"] {
+                    if std::fs::read_dir(path).is_ok() || std::fs::read(path).is_ok() {
+                        seen += 1.0;
+                    }
+                }
+                Ok(Score::reward(0.0).with_metric("paths_readable", seen))
+            }
+            "env" => Ok(Score::reward(0.0)
+                .with_metric("env_vars", std::env::vars_os().count() as f64)
+                .with_metric("args", std::env::args_os().count() as f64)),
+            "network" => {
+                let mut opened = 0.0;
+                for addr in ["127.0.0.1:80", "1.1.1.1:53", "[::1]:80"] {
+                    if std::net::TcpStream::connect(addr).is_ok() {
+                        opened += 1.0;
+                    }
+                }
+                if std::net::UdpSocket::bind("0.0.0.0:0").is_ok_and(|s| s.send_to(b"x", "8.8.8.8:53").is_ok()) {
+                    opened += 1.0;
+                }
+                let resolved = std::net::ToSocketAddrs::to_socket_addrs("example.com:80").is_ok();
+                Ok(Score::reward(0.0)
+                    .with_metric("connections", opened)
+                    .with_metric("dns", resolved as u8 as f64))
+            }
+            "clock" => {
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(-1.0, |d| d.as_secs_f64());
+                let start = std::time::Instant::now();
+                let mut x = 0u64;
+                for i in 0..1_000_000u64 {
+                    x = black_box(x ^ i);
+                }
+                Ok(Score::reward(0.0)
+                    .with_metric("wall_clock_secs", wall)
+                    .with_metric("elapsed_nanos", start.elapsed().as_nanos() as f64)
+                    .with_metric("x", (x & 1) as f64))
+            }
+            "random" => {
+                use std::hash::{BuildHasher, Hasher};
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u64(42);
+                Ok(Score::reward(0.0).with_metric("hash_low_bits", (h.finish() & 0xffff_ffff) as f64))
+            }
+            other => Err(format!("unknown attack `{other}`")),
+        }
+    }
+}
+
+#[inline(never)]
+fn recurse(depth: u64) -> u64 {
+    let frame = black_box([depth; 16]);
+    if black_box(depth) == 0 { frame[3] } else { recurse(depth + 1) + frame[7] }
+}
+
+swerve_plugin_kit::export_reward!(Hostile);

@@ -1,0 +1,865 @@
+//! A port of the parts of CPython's `difflib` (PSF licence) that the reward depends on:
+//! `SequenceMatcher` (matching blocks, opcodes, grouped opcodes, ratio) and the body of
+//! `unified_diff`.
+//!
+//! The algorithm is CPython 3.10–3.13's, step for step, because the reward is defined by the
+//! exact blocks it finds: which longest block wins, and how ties are broken, decides the blocks
+//! found later and so the ratio and the hunks. Do not swap in another LCS or diff algorithm.
+//!
+//! Differences from CPython that cannot change a result:
+//! - there is no `isjunk` argument, so the junk set is always empty and CPython's two
+//!   junk-extension passes in `find_longest_match` are provably no-ops; they are left out;
+//! - elements are interned to dense `u32` ids before matching (equality of ids is equality of
+//!   elements), and the `j2len` dictionaries are one flat array stamped with row numbers;
+//! - `find_longest_match` finds the indices of `b2j[a[i]]` inside `[blo, bhi)` by binary search,
+//!   and walks them downwards, keeping the row's longest run at its smallest `j` (which is what
+//!   CPython's upward walk with a strict `>` ends up with).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+/// Whether the "popular element" heuristic of CPython's `autojunk` is applied to `b`.
+///
+/// With [`Autojunk::On`] and `len(b) >= 200`, every element occurring more than
+/// `len(b) / 100 + 1` times in `b` cannot seed or continue a match in the dynamic programme,
+/// although the extension step may still cross it. Popular elements are not junk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Autojunk {
+    /// No popular-element filter (`autojunk=False`).
+    Off,
+    /// CPython's default (`autojunk=True`).
+    On,
+}
+
+/// A matching block: `a[a..a + size] == b[b..b + size]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Match {
+    /// Start index in `a`.
+    pub a: usize,
+    /// Start index in `b`.
+    pub b: usize,
+    /// Length of the block.
+    pub size: usize,
+}
+
+/// The kind of an [`Opcode`], as in CPython's `get_opcodes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tag {
+    /// `a[i1..i2]` should be replaced by `b[j1..j2]`.
+    Replace,
+    /// `a[i1..i2]` should be deleted (`j1 == j2`).
+    Delete,
+    /// `b[j1..j2]` should be inserted at `a[i1]` (`i1 == i2`).
+    Insert,
+    /// `a[i1..i2] == b[j1..j2]`.
+    Equal,
+}
+
+/// One edit operation over half-open ranges `a[i1..i2]` and `b[j1..j2]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Opcode {
+    /// What the operation does.
+    pub tag: Tag,
+    /// Start in `a`.
+    pub i1: usize,
+    /// End in `a` (exclusive).
+    pub i2: usize,
+    /// Start in `b`.
+    pub j1: usize,
+    /// End in `b` (exclusive).
+    pub j2: usize,
+}
+
+/// Id given to elements of `a` that never occur in `b`; it equals no id of `b`.
+const NOT_IN_B: u32 = u32::MAX;
+
+/// CPython's `SequenceMatcher(None, a, b, autojunk)`, over any hashable elements.
+///
+/// The sequences are interned on construction (`b2j` is built then, as in CPython's
+/// `set_seqs`); the queries allocate their own scratch space and do not cache results, so call
+/// [`SequenceMatcher::matching_blocks`] once and derive the rest from it where that matters.
+#[derive(Debug, Clone)]
+pub struct SequenceMatcher {
+    /// Element ids of `a`; [`NOT_IN_B`] for elements absent from `b`.
+    a: Vec<u32>,
+    /// Element ids of `b`, dense from 0.
+    b: Vec<u32>,
+    /// Per id: the range of `b2j_indices` that lists its ascending indices in `b` (empty for
+    /// popular elements).
+    b2j_ranges: Vec<(u32, u32)>,
+    /// The concatenated index lists of `b2j`.
+    b2j_indices: Vec<u32>,
+}
+
+impl SequenceMatcher {
+    /// Prepares a matcher for `a` against `b` (CPython's `__chain_b`).
+    ///
+    /// # Panics
+    ///
+    /// If either sequence has `u32::MAX` elements or more.
+    pub fn new<T: Eq + Hash + Copy>(a: &[T], b: &[T], autojunk: Autojunk) -> Self {
+        assert!(
+            a.len() < NOT_IN_B as usize && b.len() < NOT_IN_B as usize,
+            "sequence too long for SequenceMatcher"
+        );
+        let mut ids: HashMap<T, u32, BuildHasherDefault<FxHasher>> =
+            HashMap::with_capacity_and_hasher(b.len().min(1024), Default::default());
+        let b_ids: Vec<u32> = b
+            .iter()
+            .map(|&x| {
+                let next = ids.len() as u32;
+                *ids.entry(x).or_insert(next)
+            })
+            .collect();
+        let a_ids: Vec<u32> = a
+            .iter()
+            .map(|x| ids.get(x).copied().unwrap_or(NOT_IN_B))
+            .collect();
+        Self::from_ids(a_ids, b_ids, ids.len(), autojunk)
+    }
+
+    /// [`SequenceMatcher::new`] over the code points of two strings, interning ASCII without
+    /// hashing (the character-level similarity's case).
+    pub fn for_chars(a: &str, b: &str, autojunk: Autojunk) -> Self {
+        const ASCII: u32 = 128;
+        let mut others: HashMap<char, u32, BuildHasherDefault<FxHasher>> = HashMap::default();
+        let mut id_of = |c: char| {
+            if c.is_ascii() {
+                c as u32
+            } else {
+                let next = ASCII + others.len() as u32;
+                *others.entry(c).or_insert(next)
+            }
+        };
+        let b_ids: Vec<u32> = b.chars().map(&mut id_of).collect();
+        let a_ids: Vec<u32> = a.chars().map(&mut id_of).collect();
+        assert!(
+            a_ids.len() < NOT_IN_B as usize && b_ids.len() < NOT_IN_B as usize,
+            "sequence too long for SequenceMatcher"
+        );
+        let alphabet = ASCII as usize + others.len();
+        Self::from_ids(a_ids, b_ids, alphabet, autojunk)
+    }
+
+    /// Builds `b2j` in compressed form from interned sequences: ids of `b` are below
+    /// `alphabet`; ids of `a` are below it too or [`NOT_IN_B`]; equal ids mean equal elements.
+    fn from_ids(a: Vec<u32>, b: Vec<u32>, alphabet: usize, autojunk: Autojunk) -> Self {
+        // Counting sort of b's indices by id: ranges[id] = (start, end) into b2j_indices.
+        let mut starts = vec![0u32; alphabet + 1];
+        for &id in &b {
+            starts[id as usize + 1] += 1;
+        }
+        for id in 0..alphabet {
+            starts[id + 1] += starts[id];
+        }
+        let mut fill = starts.clone();
+        let mut b2j_indices = vec![0u32; b.len()];
+        for (j, &id) in b.iter().enumerate() {
+            let slot = &mut fill[id as usize];
+            b2j_indices[*slot as usize] = j as u32;
+            *slot += 1;
+        }
+        let popular_above = match autojunk {
+            Autojunk::On if b.len() >= 200 => Some(b.len() / 100 + 1),
+            _ => None,
+        };
+        let b2j_ranges = (0..alphabet)
+            .map(|id| {
+                let (start, end) = (starts[id], starts[id + 1]);
+                match popular_above {
+                    Some(ntest) if (end - start) as usize > ntest => (start, start),
+                    _ => (start, end),
+                }
+            })
+            .collect();
+        Self {
+            a,
+            b,
+            b2j_ranges,
+            b2j_indices,
+        }
+    }
+
+    /// Length of `a`.
+    pub fn len_a(&self) -> usize {
+        self.a.len()
+    }
+
+    /// Length of `b`.
+    pub fn len_b(&self) -> usize {
+        self.b.len()
+    }
+
+    /// CPython's `find_longest_match(alo, ahi, blo, bhi)`: the longest block of
+    /// `a[alo..ahi]` × `b[blo..bhi]`, ties going to the smallest `a` index, then the smallest `b`
+    /// index; `(alo, blo, 0)` when nothing matches.
+    ///
+    /// # Panics
+    ///
+    /// If a range is reversed or out of bounds.
+    pub fn find_longest_match(&self, alo: usize, ahi: usize, blo: usize, bhi: usize) -> Match {
+        assert!(alo <= ahi && ahi <= self.a.len() && blo <= bhi && bhi <= self.b.len());
+        let mut scratch = Scratch::new(self.b.len());
+        let (i, j, k) =
+            self.longest_match(&mut scratch, alo as u32, ahi as u32, blo as u32, bhi as u32);
+        Match {
+            a: i as usize,
+            b: j as usize,
+            size: k as usize,
+        }
+    }
+
+    fn longest_match(
+        &self,
+        scratch: &mut Scratch,
+        alo: u32,
+        ahi: u32,
+        blo: u32,
+        bhi: u32,
+    ) -> (u32, u32, u32) {
+        let (a, b) = (&self.a, &self.b);
+        let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0u32);
+        // A fresh number before the first row means no run from an earlier call is continued.
+        let mut row = scratch.begin(ahi - alo);
+        let cells = &mut scratch.cells;
+        for i in alo..ahi {
+            row += 1;
+            let id = a[i as usize];
+            if id == NOT_IN_B {
+                continue;
+            }
+            let (start, end) = self.b2j_ranges[id as usize];
+            let js = &self.b2j_indices[start as usize..end as usize];
+            // Most calls cover all of b: check the ends before searching.
+            let lo = match js.first() {
+                Some(&j) if j >= blo => 0,
+                _ => js.partition_point(|&j| j < blo),
+            };
+            let hi = match js.last() {
+                Some(&j) if j < bhi => js.len(),
+                _ => lo + js[lo..].partition_point(|&j| j < bhi),
+            };
+            // CPython walks j upwards and takes a run when it is strictly longer than the best,
+            // so a row improves the best with its longest run, at the smallest j having it.
+            // Walking downwards lets one array hold both rows: the cell read for j (the run
+            // ending at j - 1) is only overwritten later, when j - 1 is processed.
+            let (mut row_best, mut row_j) = (0u32, 0u32);
+            for &j in js[lo..hi].iter().rev() {
+                let cell = cells[j as usize];
+                let k = if (cell >> 32) as u32 == row - 1 {
+                    cell as u32 + 1
+                } else {
+                    1
+                };
+                cells[j as usize + 1] = (u64::from(row) << 32) | u64::from(k);
+                if k >= row_best {
+                    row_best = k;
+                    row_j = j;
+                }
+            }
+            if row_best > bestsize {
+                besti = i + 1 - row_best;
+                bestj = row_j + 1 - row_best;
+                bestsize = row_best;
+            }
+        }
+        scratch.row = row;
+        // Extend over equal neighbours; this may cross popular elements.
+        while besti > alo && bestj > blo && a[besti as usize - 1] == b[bestj as usize - 1] {
+            besti -= 1;
+            bestj -= 1;
+            bestsize += 1;
+        }
+        while besti + bestsize < ahi
+            && bestj + bestsize < bhi
+            && a[(besti + bestsize) as usize] == b[(bestj + bestsize) as usize]
+        {
+            bestsize += 1;
+        }
+        (besti, bestj, bestsize)
+    }
+
+    /// The raw (unsorted, unmerged) blocks found by CPython's divide-and-conquer.
+    fn raw_blocks(&self) -> Vec<(u32, u32, u32)> {
+        let mut scratch = Scratch::new(self.b.len());
+        let mut blocks = Vec::new();
+        let mut stack = vec![(0u32, self.a.len() as u32, 0u32, self.b.len() as u32)];
+        while let Some((alo, ahi, blo, bhi)) = stack.pop() {
+            let (i, j, k) = self.longest_match(&mut scratch, alo, ahi, blo, bhi);
+            if k > 0 {
+                blocks.push((i, j, k));
+                if alo < i && blo < j {
+                    stack.push((alo, i, blo, j));
+                }
+                if i + k < ahi && j + k < bhi {
+                    stack.push((i + k, ahi, j + k, bhi));
+                }
+            }
+        }
+        blocks
+    }
+
+    /// CPython's `get_matching_blocks()`: sorted, adjacent blocks merged, ending with the
+    /// sentinel `(len(a), len(b), 0)`.
+    pub fn matching_blocks(&self) -> Vec<Match> {
+        let mut raw = self.raw_blocks();
+        raw.sort_unstable();
+        let mut blocks: Vec<Match> = Vec::with_capacity(raw.len() + 1);
+        let mut current = Match {
+            a: 0,
+            b: 0,
+            size: 0,
+        };
+        for (i, j, k) in raw {
+            let (i, j, k) = (i as usize, j as usize, k as usize);
+            if current.a + current.size == i && current.b + current.size == j {
+                current.size += k;
+            } else {
+                if current.size > 0 {
+                    blocks.push(current);
+                }
+                current = Match {
+                    a: i,
+                    b: j,
+                    size: k,
+                };
+            }
+        }
+        if current.size > 0 {
+            blocks.push(current);
+        }
+        blocks.push(Match {
+            a: self.a.len(),
+            b: self.b.len(),
+            size: 0,
+        });
+        blocks
+    }
+
+    /// `M`, the number of matched elements: the sum of the matching-block sizes.
+    pub fn matches(&self) -> usize {
+        self.raw_blocks().iter().map(|&(_, _, k)| k as usize).sum()
+    }
+
+    /// CPython's `ratio()`: `2.0 * M / (len(a) + len(b))`, or 1.0 when both are empty.
+    pub fn ratio(&self) -> f64 {
+        ratio_of(self.matches(), self.a.len() + self.b.len())
+    }
+
+    /// CPython's `get_opcodes()`.
+    pub fn opcodes(&self) -> Vec<Opcode> {
+        opcodes_from_blocks(&self.matching_blocks())
+    }
+
+    /// CPython's `get_grouped_opcodes(n)`: hunks with up to `n` elements of context.
+    pub fn grouped_opcodes(&self, n: usize) -> Vec<Vec<Opcode>> {
+        group_opcodes(self.opcodes(), n)
+    }
+}
+
+/// `2.0 * matches / total`, or 1.0 when `total` is 0, rounded exactly as CPython does (both
+/// integer conversions are exact below 2^53 and the division is correctly rounded).
+pub fn ratio_of(matches: usize, total: usize) -> f64 {
+    if total == 0 {
+        1.0
+    } else {
+        (2.0 * matches as f64) / (total as f64)
+    }
+}
+
+/// Turns matching blocks (with their sentinel) into opcodes.
+fn opcodes_from_blocks(blocks: &[Match]) -> Vec<Opcode> {
+    let (mut i, mut j) = (0, 0);
+    let mut codes = Vec::with_capacity(blocks.len() * 2);
+    for m in blocks {
+        let tag = match (i < m.a, j < m.b) {
+            (true, true) => Some(Tag::Replace),
+            (true, false) => Some(Tag::Delete),
+            (false, true) => Some(Tag::Insert),
+            (false, false) => None,
+        };
+        if let Some(tag) = tag {
+            codes.push(Opcode {
+                tag,
+                i1: i,
+                i2: m.a,
+                j1: j,
+                j2: m.b,
+            });
+        }
+        i = m.a + m.size;
+        j = m.b + m.size;
+        if m.size > 0 {
+            codes.push(Opcode {
+                tag: Tag::Equal,
+                i1: m.a,
+                i2: i,
+                j1: m.b,
+                j2: j,
+            });
+        }
+    }
+    codes
+}
+
+/// CPython's `get_grouped_opcodes` over precomputed opcodes.
+fn group_opcodes(mut codes: Vec<Opcode>, n: usize) -> Vec<Vec<Opcode>> {
+    if codes.is_empty() {
+        codes.push(Opcode {
+            tag: Tag::Equal,
+            i1: 0,
+            i2: 1,
+            j1: 0,
+            j2: 1,
+        });
+    }
+    if let Some(first) = codes.first_mut().filter(|c| c.tag == Tag::Equal) {
+        first.i1 = first.i1.max(first.i2.saturating_sub(n));
+        first.j1 = first.j1.max(first.j2.saturating_sub(n));
+    }
+    if let Some(last) = codes.last_mut().filter(|c| c.tag == Tag::Equal) {
+        last.i2 = last.i2.min(last.i1 + n);
+        last.j2 = last.j2.min(last.j1 + n);
+    }
+    let mut groups = Vec::new();
+    let mut group = Vec::new();
+    for mut code in codes {
+        if code.tag == Tag::Equal && code.i2 - code.i1 > 2 * n {
+            group.push(Opcode {
+                i2: code.i2.min(code.i1 + n),
+                j2: code.j2.min(code.j1 + n),
+                ..code
+            });
+            groups.push(std::mem::take(&mut group));
+            code.i1 = code.i1.max(code.i2.saturating_sub(n));
+            code.j1 = code.j1.max(code.j2.saturating_sub(n));
+        }
+        group.push(code);
+    }
+    let only_context = matches!(group.as_slice(), [code] if code.tag == Tag::Equal);
+    if !group.is_empty() && !only_context {
+        groups.push(group);
+    }
+    groups
+}
+
+/// The lines of CPython's `difflib.unified_diff(a, b, n=context, lineterm="")` without the two
+/// file-header lines, joined with `"\n"` (no trailing newline); `""` when nothing differs.
+///
+/// The line matcher runs with autojunk on, as `unified_diff` does.
+pub fn unified_diff_body(a: &[&str], b: &[&str], context: usize) -> String {
+    let matcher = SequenceMatcher::new(a, b, Autojunk::On);
+    let groups = matcher.grouped_opcodes(context);
+    let mut out = String::new();
+    for group in &groups {
+        let (first, last) = (group[0], group[group.len() - 1]);
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str("@@ -");
+        push_range(&mut out, first.i1, last.i2);
+        out.push_str(" +");
+        push_range(&mut out, first.j1, last.j2);
+        out.push_str(" @@");
+        for code in group {
+            if code.tag == Tag::Equal {
+                push_lines(&mut out, ' ', &a[code.i1..code.i2]);
+                continue;
+            }
+            if matches!(code.tag, Tag::Replace | Tag::Delete) {
+                push_lines(&mut out, '-', &a[code.i1..code.i2]);
+            }
+            if matches!(code.tag, Tag::Replace | Tag::Insert) {
+                push_lines(&mut out, '+', &b[code.j1..code.j2]);
+            }
+        }
+    }
+    out
+}
+
+fn push_lines(out: &mut String, prefix: char, lines: &[&str]) {
+    for line in lines {
+        out.push('\n');
+        out.push(prefix);
+        out.push_str(line);
+    }
+}
+
+/// CPython's `_format_range_unified(start, stop)`: `5`, `7,0`, `1,4`.
+fn push_range(out: &mut String, start: usize, stop: usize) {
+    let length = stop - start;
+    // Writing to a String cannot fail.
+    let _ = match length {
+        1 => write!(out, "{}", start + 1),
+        0 => write!(out, "{start},0"),
+        _ => write!(out, "{},{length}", start + 1),
+    };
+}
+
+/// The `j2len` rows of `find_longest_match`, reused across calls.
+///
+/// `cells[j + 1]` holds the run ending at `j` in its low 32 bits and, in its high 32 bits, the
+/// number of the row that wrote it; a cell counts as a run only when read by the next row, so
+/// nothing is ever cleared.
+#[derive(Debug)]
+struct Scratch {
+    cells: Vec<u64>,
+    /// The last row number handed out.
+    row: u32,
+}
+
+impl Scratch {
+    fn new(len_b: usize) -> Self {
+        Self {
+            cells: vec![0; len_b + 1],
+            row: 0,
+        }
+    }
+
+    /// Starts a call that will use `rows` row numbers; returns the number before the first.
+    fn begin(&mut self, rows: u32) -> u32 {
+        if self
+            .row
+            .checked_add(rows)
+            .and_then(|r| r.checked_add(2))
+            .is_none()
+        {
+            self.cells.fill(0);
+            self.row = 0;
+        }
+        // Skip one number, so that the first row sees no valid previous cell.
+        self.row += 1;
+        self.row
+    }
+}
+
+/// The Fx hash (as in rustc): fast for the small keys interned here (chars, line slices).
+/// Inputs are model outputs, not adversarial network traffic, so DoS resistance is not needed.
+#[derive(Debug, Default, Clone, Copy)]
+struct FxHasher {
+    hash: u64,
+}
+
+impl FxHasher {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chars(s: &str) -> Vec<char> {
+        s.chars().collect()
+    }
+
+    fn blocks(a: &str, b: &str, autojunk: Autojunk) -> Vec<(usize, usize, usize)> {
+        SequenceMatcher::new(&chars(a), &chars(b), autojunk)
+            .matching_blocks()
+            .iter()
+            .map(|m| (m.a, m.b, m.size))
+            .collect()
+    }
+
+    #[test]
+    fn matching_blocks_match_cpython() {
+        // Expected values from CPython 3.11's SequenceMatcher(None, a, b, autojunk=False).
+        fn check(a: &str, b: &str, expect: &[(usize, usize, usize)]) {
+            assert_eq!(blocks(a, b, Autojunk::Off), expect, "a={a:?} b={b:?}");
+        }
+        check("", "", &[(0, 0, 0)]);
+        check("abc", "", &[(3, 0, 0)]);
+        check("", "abc", &[(0, 3, 0)]);
+        check("abxcd", "abcd", &[(0, 0, 2), (3, 2, 2), (5, 4, 0)]);
+        check("qabxcd", "abycdf", &[(1, 0, 2), (4, 3, 2), (6, 6, 0)]);
+        // Ties: the earliest block in a wins, then the earliest in b.
+        check("ab", "ba", &[(0, 1, 1), (2, 2, 0)]);
+        check("aXa", "a", &[(0, 0, 1), (3, 1, 0)]);
+        check("a", "aXa", &[(0, 0, 1), (1, 3, 0)]);
+        check("abcab", "cabab", &[(2, 0, 3), (5, 5, 0)]);
+    }
+
+    #[test]
+    fn find_longest_match_ties_and_ranges() {
+        let m = SequenceMatcher::new(&chars(" abcd"), &chars("abcd abcd"), Autojunk::Off);
+        // The CPython docs' example: ties go to the smallest i, then smallest j.
+        assert_eq!(
+            m.find_longest_match(0, 5, 0, 9),
+            Match {
+                a: 0,
+                b: 4,
+                size: 5
+            }
+        );
+        assert_eq!(
+            m.find_longest_match(1, 5, 0, 9),
+            Match {
+                a: 1,
+                b: 0,
+                size: 4
+            }
+        );
+        assert_eq!(
+            m.find_longest_match(1, 5, 1, 9),
+            Match {
+                a: 1,
+                b: 5,
+                size: 4
+            }
+        );
+        assert_eq!(
+            m.find_longest_match(1, 5, 6, 9),
+            Match {
+                a: 2,
+                b: 6,
+                size: 3
+            }
+        );
+        assert_eq!(
+            m.find_longest_match(0, 0, 0, 9),
+            Match {
+                a: 0,
+                b: 0,
+                size: 0
+            }
+        );
+        let none = SequenceMatcher::new(&chars("xyz"), &chars("abc"), Autojunk::Off);
+        assert_eq!(
+            none.find_longest_match(1, 3, 2, 3),
+            Match {
+                a: 1,
+                b: 2,
+                size: 0
+            }
+        );
+    }
+
+    #[test]
+    fn popular_elements_only_from_200() {
+        // b = 199 or 200 elements of which "x" makes up far more than 1%.
+        for (lb, expect_popular) in [(199, false), (200, true)] {
+            let b: Vec<u32> = (0..lb).map(|j| if j % 2 == 0 { 0 } else { j }).collect();
+            let a = vec![0u32, 0, 0];
+            let on = SequenceMatcher::new(&a, &b, Autojunk::On);
+            let off = SequenceMatcher::new(&a, &b, Autojunk::Off);
+            // The 0s cannot seed a match when popular; extension from (0, 0) still finds one.
+            assert_eq!(
+                on.matching_blocks()[0],
+                Match {
+                    a: 0,
+                    b: 0,
+                    size: 1
+                }
+            );
+            assert_eq!(
+                off.matching_blocks()[0],
+                Match {
+                    a: 0,
+                    b: 0,
+                    size: 1
+                }
+            );
+            let m = on.find_longest_match(1, 3, 1, lb as usize);
+            let expect = if expect_popular {
+                Match {
+                    a: 1,
+                    b: 1,
+                    size: 0,
+                }
+            } else {
+                Match {
+                    a: 1,
+                    b: 2,
+                    size: 1,
+                }
+            };
+            assert_eq!(m, expect, "lb={lb}");
+        }
+    }
+
+    #[test]
+    fn popular_threshold_is_strictly_more_than_ntest() {
+        // lb = 300: ntest = 4. An element with 4 occurrences stays, with 5 it is popular.
+        for (count, popular) in [(4usize, false), (5, true)] {
+            let mut b: Vec<u32> = (1..=300).collect();
+            for slot in b.iter_mut().take(count) {
+                *slot = 0;
+            }
+            let m = SequenceMatcher::new(&[1000u32, 0], &b, Autojunk::On);
+            let found = m.find_longest_match(0, 2, 0, 300);
+            assert_eq!(found.size == 0, popular, "count={count}");
+        }
+    }
+
+    #[test]
+    fn char_interning_agrees_with_generic() {
+        let texts = [
+            "",
+            "abc",
+            "héllo wörld 😀",
+            "😀😀a",
+            "ab\u{301}c",
+            "κόσμε",
+            "a b  c",
+        ];
+        for a in texts {
+            for b in texts {
+                let generic = SequenceMatcher::new(&chars(a), &chars(b), Autojunk::Off);
+                let direct = SequenceMatcher::for_chars(a, b, Autojunk::Off);
+                assert_eq!(
+                    generic.matching_blocks(),
+                    direct.matching_blocks(),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ratio_and_matches() {
+        fn check(a: &str, b: &str, expect_m: usize, expect_ratio: f64) {
+            let m = SequenceMatcher::new(&chars(a), &chars(b), Autojunk::Off);
+            assert_eq!(m.matches(), expect_m, "a={a:?} b={b:?}");
+            assert_eq!(
+                m.ratio().to_bits(),
+                expect_ratio.to_bits(),
+                "a={a:?} b={b:?}"
+            );
+        }
+        check("", "", 0, 1.0);
+        check("abcd", "bcde", 3, 0.75);
+        check(
+            "private Thread currentThread;",
+            "private volatile Thread currentThread;",
+            29,
+            0.8656716417910447,
+        );
+        check("😀é", "é😀", 1, 0.5);
+    }
+
+    #[test]
+    fn opcodes_match_cpython() {
+        let m = SequenceMatcher::new(&chars("qabxcd"), &chars("abycdf"), Autojunk::Off);
+        let got: Vec<_> = m
+            .opcodes()
+            .iter()
+            .map(|c| (c.tag, c.i1, c.i2, c.j1, c.j2))
+            .collect();
+        use Tag::*;
+        assert_eq!(
+            got,
+            [
+                (Delete, 0, 1, 0, 0),
+                (Equal, 1, 3, 0, 2),
+                (Replace, 3, 4, 2, 3),
+                (Equal, 4, 6, 3, 5),
+                (Insert, 6, 6, 5, 6)
+            ]
+        );
+    }
+
+    #[test]
+    fn unified_diff_bodies() {
+        fn check(a: &str, b: &str, expect: &str) {
+            let a: Vec<&str> = if a.is_empty() {
+                vec![]
+            } else {
+                a.split('\n').collect()
+            };
+            let b: Vec<&str> = if b.is_empty() {
+                vec![]
+            } else {
+                b.split('\n').collect()
+            };
+            assert_eq!(unified_diff_body(&a, &b, 3), expect, "a={a:?} b={b:?}");
+        }
+        check("", "", "");
+        check("x\ny", "x\ny", "");
+        check("", "one", "@@ -0,0 +1 @@\n+one");
+        check("a\nb", "", "@@ -1,2 +0,0 @@\n-a\n-b");
+        check(
+            "1\n2\n3\n4\n5\n6\n7",
+            "1\n2\n3\n4\n5\n6\n7\nx",
+            "@@ -5,3 +5,4 @@\n 5\n 6\n 7\n+x",
+        );
+        check(
+            "1\n2\n3\n4\n5\n6\n7",
+            "0\n1\n2\n3\n4\n5\n6\n7",
+            "@@ -1,3 +1,4 @@\n+0\n 1\n 2\n 3",
+        );
+        check("a\nb\nc", "a\nB\nc", "@@ -1,3 +1,3 @@\n a\n-b\n+B\n c");
+        check(
+            "1\n2\n3\n4\n5\n6\n7\n8\n9",
+            "1\n2\n3\n4\nX\n6\n7\n8\n9",
+            "@@ -2,7 +2,7 @@\n 2\n 3\n 4\n-5\n+X\n 6\n 7\n 8",
+        );
+        // Equal runs longer than 2n split hunks; runs of exactly 2n do not.
+        check(
+            "a\n1\n2\n3\n4\n5\n6\n7\nb",
+            "A\n1\n2\n3\n4\n5\n6\n7\nB",
+            "@@ -1,4 +1,4 @@\n-a\n+A\n 1\n 2\n 3\n@@ -6,4 +6,4 @@\n 5\n 6\n 7\n-b\n+B",
+        );
+        check(
+            "a\n1\n2\n3\n4\n5\n6\nb",
+            "A\n1\n2\n3\n4\n5\n6\nB",
+            "@@ -1,8 +1,8 @@\n-a\n+A\n 1\n 2\n 3\n 4\n 5\n 6\n-b\n+B",
+        );
+        // Replace: all '-' lines before all '+' lines.
+        check("x\ny", "p\nq", "@@ -1,2 +1,2 @@\n-x\n-y\n+p\n+q");
+    }
+
+    #[test]
+    fn range_formatting() {
+        fn check(start: usize, stop: usize, expect: &str) {
+            let mut out = String::new();
+            push_range(&mut out, start, stop);
+            assert_eq!(out, expect);
+        }
+        check(0, 0, "0,0");
+        check(7, 7, "7,0");
+        check(0, 2, "1,2");
+        check(4, 5, "5");
+        check(0, 4, "1,4");
+    }
+}

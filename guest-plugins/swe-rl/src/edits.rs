@@ -1,0 +1,541 @@
+//! Steps 1–3 of the reward: extracting the thought and the answer from the tags, parsing the
+//! SEARCH/REPLACE blocks of the answer, and applying them to the files in memory.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+use crate::FileMap;
+use crate::error::FormatError;
+use crate::pystr::py_strip;
+
+/// The four tags, in the order in which their counts are checked.
+pub const TAGS: [&str; 4] = ["<think>", "</think>", "<solution>", "</solution>"];
+
+/// The block grammar, exactly as the reference applies it with `re.findall` (no flags): groups
+/// are path, search and replace.
+pub const BLOCK_PATTERN: &str =
+    r"```.*?\n### (.*)\n<<<<<<< SEARCH\n([\s\S]*?)\n=======\n([\s\S]*?)\n>>>>>>> REPLACE\n```";
+
+/// Compiled once; the `regex` crate's leftmost-first semantics with lazy quantifiers give the
+/// same matches as Python's `re` for this pattern.
+static BLOCK_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(BLOCK_PATTERN).expect("BLOCK_PATTERN is a valid regex"));
+
+/// One parsed SEARCH/REPLACE block, borrowed from the answer: `(path, search, replace)`, the
+/// triple of Python's `re.findall`.
+pub type BlockRef<'a> = (&'a str, &'a str, &'a str);
+
+/// A completion that passed the format check (steps 1–3): its texts, its blocks and the file
+/// contents its edits produce.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Edits {
+    /// The text between `<think>` and `</think>`, stripped; never empty.
+    pub thought: String,
+    /// The text between `<solution>` and `</solution>`, stripped.
+    pub answer: String,
+    /// The `(path, search, replace)` triples in match order, as `re.findall` returns them.
+    pub blocks: Vec<(String, String, String)>,
+    /// Path → new content, for every path that a block names (`pred_new_content`).
+    pub new_content: FileMap,
+}
+
+/// Steps 1–3: extracts the tags, parses the blocks and applies them to `code_context`.
+///
+/// This is the reward's "format" check: `Err` is exactly the set of completions that score −1.
+pub fn parse_and_apply(code_context: &FileMap, output: &str) -> Result<Edits, FormatError> {
+    let (thought, answer) = extract_tags(output)?;
+    let blocks = find_blocks(answer);
+    if blocks.is_empty() {
+        return Err(FormatError::NoBlocks);
+    }
+    let new_content = apply_blocks(code_context, &blocks)?;
+    Ok(Edits {
+        thought: thought.to_owned(),
+        answer: answer.to_owned(),
+        blocks: blocks
+            .iter()
+            .map(|&(p, s, r)| (p.to_owned(), s.to_owned(), r.to_owned()))
+            .collect(),
+        new_content,
+    })
+}
+
+/// Step 1: the stripped thought and answer of `output`.
+///
+/// Errors with [`FormatError::TagCount`] for the first tag (in [`TAGS`] order) that does not
+/// occur exactly once, and with [`FormatError::EmptyThought`] when the stripped thought is empty.
+/// Tag order is never checked: a closing tag before its opening tag cuts nothing, so the text
+/// runs to the end of the output.
+pub fn extract_tags(output: &str) -> Result<(&str, &str), FormatError> {
+    let (thought, answer) = split_tags(output)?;
+    if thought.is_empty() {
+        return Err(FormatError::EmptyThought);
+    }
+    Ok((thought, answer))
+}
+
+/// Step 1 without the empty-thought check, so that callers can still report both texts.
+pub(crate) fn split_tags(output: &str) -> Result<(&str, &str), FormatError> {
+    // Every tag starts with its only '<', so no occurrence of a tag overlaps another occurrence
+    // of a tag: counting the tags found at each '<' gives Python's non-overlapping counts.
+    let mut counts = [0usize; 4];
+    let mut first = [0usize; 4];
+    for (at, _) in output.match_indices('<') {
+        let rest = &output[at..];
+        if let Some(n) = TAGS.iter().position(|tag| rest.starts_with(tag)) {
+            if counts[n] == 0 {
+                first[n] = at;
+            }
+            counts[n] += 1;
+        }
+    }
+    if let Some(n) = counts.iter().position(|&count| count != 1) {
+        return Err(FormatError::TagCount { tag: TAGS[n] });
+    }
+    Ok((
+        between(output, first[0] + TAGS[0].len(), first[1]),
+        between(output, first[2] + TAGS[2].len(), first[3]),
+    ))
+}
+
+/// The stripped text from `start` up to the (single) closing tag at `close` if that comes
+/// after `start`, else up to the end.
+fn between(output: &str, start: usize, close: usize) -> &str {
+    let end = if close >= start { close } else { output.len() };
+    py_strip(&output[start..end])
+}
+
+/// Step 2: every block of `answer` that the grammar accepts, in match order.
+pub fn find_blocks(answer: &str) -> Vec<BlockRef<'_>> {
+    BLOCK_RE
+        .find_iter(answer)
+        .map(|m| {
+            groups_of(m.as_str()).unwrap_or_else(|| {
+                // Not reached for the pattern as written; the regex's own captures are the
+                // authority should the two ever disagree.
+                let caps = BLOCK_RE
+                    .captures_at(answer, m.start())
+                    .expect("a match found by find_iter has captures");
+                let group = |n| caps.get(n).map_or("", |g| g.as_str());
+                (group(1), group(2), group(3))
+            })
+        })
+        .collect()
+}
+
+/// The three groups of one whole match of [`BLOCK_PATTERN`].
+///
+/// Computing captures is the slow part of the regex (a backtracking pass over the match), and
+/// inside a known match they are fixed by the pattern: the fence line ends at the first `\n`,
+/// the path is the whole next line, the lazy search ends at the first `\n=======\n` and the lazy
+/// replace at the first `\n>>>>>>> REPLACE\n```` after it, which must end the match. `None` if
+/// `matched` does not have that shape.
+fn groups_of(matched: &str) -> Option<BlockRef<'_>> {
+    const DIVIDER: &str = "\n=======\n";
+    const END: &str = "\n>>>>>>> REPLACE\n```";
+    let rest = matched.strip_prefix("```")?;
+    let rest = &rest[rest.find('\n')? + 1..];
+    let rest = rest.strip_prefix("### ")?;
+    let (path, rest) = rest.split_once('\n')?;
+    let rest = rest.strip_prefix("<<<<<<< SEARCH\n")?;
+    let (search, rest) = rest.split_once(DIVIDER)?;
+    let (replace, tail) = rest.split_once(END)?;
+    tail.is_empty().then_some((path, search, replace))
+}
+
+/// Step 3: applies `blocks` to `code_context` and returns the new content of every path they
+/// name.
+///
+/// Blocks are grouped by exact path string, paths taken in order of first appearance and blocks
+/// in order within a path. Each path starts from `"\n" + code_context[path]` (empty for an unknown
+/// path); for each block the identical check comes first, then `"\n" + search` must occur in the
+/// current text, and every occurrence is replaced by `"\n" + replace`. The first failure stops
+/// everything. An empty `blocks` gives an empty map (the caller reports
+/// [`FormatError::NoBlocks`]).
+pub fn apply_blocks(
+    code_context: &FileMap,
+    blocks: &[BlockRef<'_>],
+) -> Result<FileMap, FormatError> {
+    let mut paths: Vec<&str> = Vec::new();
+    for &(path, _, _) in blocks {
+        if !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    let mut new_content = FileMap::new();
+    let mut search = String::new();
+    let mut replace = String::new();
+    let mut edited = String::new();
+    for path in paths {
+        let original = code_context.get(path).map_or("", String::as_str);
+        let mut content = String::with_capacity(original.len() + 1);
+        content.push('\n');
+        content.push_str(original);
+        for &(_, s, r) in blocks.iter().filter(|block| block.0 == path) {
+            if s == r {
+                return Err(FormatError::IdenticalBlocks);
+            }
+            prefix_newline(&mut search, s);
+            prefix_newline(&mut replace, r);
+            if !replace_all(&content, &search, &replace, &mut edited) {
+                return Err(FormatError::SearchNotFound {
+                    search: s.to_owned(),
+                });
+            }
+            std::mem::swap(&mut content, &mut edited);
+        }
+        content.remove(0);
+        new_content.insert(path.to_owned(), content);
+    }
+    Ok(new_content)
+}
+
+/// Python's `text.replace(from, to)` written into `out`, in one search pass; `false` (and `out`
+/// unspecified) when `from` does not occur in `text`.
+fn replace_all(text: &str, from: &str, to: &str, out: &mut String) -> bool {
+    out.clear();
+    let mut copied = 0;
+    for (at, _) in text.match_indices(from) {
+        out.push_str(&text[copied..at]);
+        out.push_str(to);
+        copied = at + from.len();
+    }
+    if copied == 0 {
+        // `from` starts with '\n', so a match always ends after position 0.
+        return false;
+    }
+    out.push_str(&text[copied..]);
+    true
+}
+
+/// Sets `buf` to `"\n" + text`, reusing its allocation.
+fn prefix_newline(buf: &mut String, text: &str) {
+    buf.clear();
+    buf.push('\n');
+    buf.push_str(text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(pairs: &[(&str, &str)]) -> FileMap {
+        pairs
+            .iter()
+            .map(|&(p, c)| (p.to_owned(), c.to_owned()))
+            .collect()
+    }
+
+    fn block(path: &str, search: &str, replace: &str) -> String {
+        format!(
+            "```python\n### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```"
+        )
+    }
+
+    #[test]
+    fn tag_extraction() {
+        fn check(output: &str, expect: Result<(&str, &str), FormatError>) {
+            assert_eq!(extract_tags(output), expect, "output {output:?}");
+        }
+        let tag = |tag| Err(FormatError::TagCount { tag });
+        check("", tag("<think>"));
+        check("<think>a</think>", tag("<solution>"));
+        check(
+            "<think>a<think></think><solution>x</solution>",
+            tag("<think>"),
+        );
+        check(
+            "<think>a</think></think><solution></solution>",
+            tag("</think>"),
+        );
+        check(
+            "<think>a</think><solution>x</solution></solution>",
+            tag("</solution>"),
+        );
+        check("<THINK>a</THINK><solution>x</solution>", tag("<think>"));
+        check(
+            "<think> a </think> pre <solution>\n x \n</solution> post",
+            Ok(("a", "x")),
+        );
+        // Empty answers pass this step.
+        check("<think>a</think><solution> </solution>", Ok(("a", "")));
+        // Solution first; tags nested.
+        check("<solution>s</solution><think>t</think>", Ok(("t", "s")));
+        check(
+            "<solution>s<think>t</think>u</solution>",
+            Ok(("t", "s<think>t</think>u")),
+        );
+        // Reverse order: nothing cuts, the text runs to the end.
+        check(
+            "</think>x<think> t </solution> y <solution> s ",
+            Ok(("t </solution> y <solution> s", "s")),
+        );
+        // U+001C–U+001F are whitespace for Python's strip, not for Rust's trim.
+        check(
+            "<think>\u{1C}\u{1D}\u{1E}\u{1F}</think><solution>x</solution>",
+            Err(FormatError::EmptyThought),
+        );
+        check(
+            "<think>\u{1F}t\u{1C}</think><solution>x</solution>",
+            Ok(("t", "x")),
+        );
+        check(
+            "<think>\u{85}\u{A0}\u{3000}</think><solution>x</solution>",
+            Err(FormatError::EmptyThought),
+        );
+        check(
+            "<think>\u{200B}</think><solution>x</solution>",
+            Ok(("\u{200B}", "x")),
+        );
+    }
+
+    #[test]
+    fn block_grammar() {
+        fn check(answer: &str, expect: &[BlockRef<'_>]) {
+            assert_eq!(find_blocks(answer), expect, "answer {answer:?}");
+        }
+        let ok = "```python\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```";
+        check(ok, &[("a.py", "x", "y")]);
+        // Fence anywhere, any tag after it; the closing fence may be followed by anything.
+        check(
+            "text ```title=x\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```more",
+            &[("a.py", "x", "y")],
+        );
+        // Path verbatim: trailing space, two spaces, empty, CR.
+        check(&block("a.py ", "x", "y"), &[("a.py ", "x", "y")]);
+        check(&block(" a.py", "x", "y"), &[(" a.py", "x", "y")]);
+        check(&block("", "x", "y"), &[("", "x", "y")]);
+        check(&block("a.py\r", "x", "y"), &[("a.py\r", "x", "y")]);
+        check(&ok.replace("### a", "#### a"), &[]);
+        check(&ok.replace("### a", "###a"), &[]);
+        check(&ok.replace("python\n###", "python\n\n###"), &[]);
+        // Empty search/replace must be blank lines; SEARCH right before ======= does not match.
+        check(&block("a.py", "", "y"), &[("a.py", "", "y")]);
+        check(&block("a.py", "x", ""), &[("a.py", "x", "")]);
+        check(&ok.replace("SEARCH\nx\n", "SEARCH\n"), &[]);
+        // The search splits at the first divider line.
+        check(
+            &block("a.py", "p\n=======\nq", "y"),
+            &[("a.py", "p", "q\n=======\ny")],
+        );
+        // CRLF output: no block.
+        check(&ok.replace('\n', "\r\n"), &[]);
+        // A \r inside a body is content.
+        check(&block("a.py", "x\r", "y\r"), &[("a.py", "x\r", "y\r")]);
+        // A block without its closing fence swallows the next block into its replace text.
+        let unclosed = ok.trim_end_matches("```");
+        let second = block("b.py", "p", "q");
+        check(
+            &format!("{unclosed}\n{second}"),
+            &[(
+                "a.py",
+                "x",
+                "y\n>>>>>>> REPLACE\n\n```python\n### b.py\n<<<<<<< SEARCH\np\n=======\nq",
+            )],
+        );
+        // An indented closing fence also swallows.
+        check(
+            &format!("{}  ```\n{second}", unclosed),
+            &[(
+                "a.py",
+                "x",
+                "y\n>>>>>>> REPLACE\n  ```\n```python\n### b.py\n<<<<<<< SEARCH\np\n=======\nq",
+            )],
+        );
+        // Six backticks close one block and open the next one.
+        let six = "```\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n``````\n### b.py\n<<<<<<< SEARCH\np\n=======\nq\n>>>>>>> REPLACE\n```";
+        check(six, &[("a.py", "x", "y"), ("b.py", "p", "q")]);
+        // Malformed blocks are skipped as long as one parses.
+        check(
+            &format!(
+                "{}\n{}",
+                ok.replace("SEARCH", "search"),
+                block("c.py", "1", "2")
+            ),
+            &[("c.py", "1", "2")],
+        );
+    }
+
+    #[test]
+    fn hand_extracted_groups_equal_the_regex_captures() {
+        // Token soups around the grammar's pieces, from a fixed xorshift sequence.
+        const TOKENS: [&str; 20] = [
+            "```\n### b.py\n<<<<<<< SEARCH\n",
+            "\n=======\n",
+            "\n>>>>>>> REPLACE\n```",
+            "\n>>>>>>> REPLACE\n",
+            "```",
+            "```python",
+            "\n",
+            "### ",
+            "a.py",
+            "<<<<<<< SEARCH",
+            "=======",
+            ">>>>>>> REPLACE",
+            "x",
+            " ",
+            "\r",
+            "####",
+            "``````",
+            "\n\n",
+            "é😀",
+            "```python\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        let mut with_blocks = 0;
+        for _ in 0..3000 {
+            let answer: String = (0..next(60)).map(|_| TOKENS[next(TOKENS.len())]).collect();
+            let by_regex: Vec<BlockRef<'_>> = BLOCK_RE
+                .captures_iter(&answer)
+                .map(|c| {
+                    let group = |n| c.get(n).map_or("", |m| m.as_str());
+                    (group(1), group(2), group(3))
+                })
+                .collect();
+            let found = find_blocks(&answer);
+            assert_eq!(found, by_regex, "answer {answer:?}");
+            for m in BLOCK_RE.find_iter(&answer) {
+                assert!(
+                    groups_of(m.as_str()).is_some(),
+                    "fallback used for {answer:?}"
+                );
+            }
+            with_blocks += usize::from(!found.is_empty());
+        }
+        assert!(with_blocks > 300, "only {with_blocks} soups had blocks");
+    }
+
+    #[test]
+    fn applying_edits() {
+        fn check(
+            context: &[(&str, &str)],
+            blocks: &[BlockRef<'_>],
+            expect: Result<&[(&str, &str)], FormatError>,
+        ) {
+            let got = apply_blocks(&files(context), blocks);
+            assert_eq!(got, expect.map(files), "blocks {blocks:?}");
+        }
+        let ctx = [("a.py", "def add(x):\n    return x\n")];
+        check(
+            &ctx,
+            &[("a.py", "def ad", "def plus_ad")],
+            Ok(&[("a.py", "def plus_add(x):\n    return x\n")]),
+        );
+        // Start-anchored: a search missing its indentation is not found.
+        check(
+            &ctx,
+            &[("a.py", "return x", "return y")],
+            Err(FormatError::SearchNotFound {
+                search: "return x".into(),
+            }),
+        );
+        // Every occurrence is replaced.
+        check(
+            &[("a.py", "x\ny\nx\n")],
+            &[("a.py", "x", "z")],
+            Ok(&[("a.py", "z\ny\nz\n")]),
+        );
+        // Empty search on an existing file glues the replace after every \n.
+        check(
+            &[("a.py", "a\nb\n")],
+            &[("a.py", "", "R")],
+            Ok(&[("a.py", "Ra\nRb\nR")]),
+        );
+        check(
+            &[("a.py", "a\rb\u{2028}c")],
+            &[("a.py", "", "R")],
+            Ok(&[("a.py", "Ra\rb\u{2028}c")]),
+        );
+        // Empty search on a new file creates it.
+        check(
+            &[],
+            &[("new.py", "", "print(1)\n")],
+            Ok(&[("new.py", "print(1)\n")]),
+        );
+        // Empty replace collapses the searched lines into one empty line.
+        check(
+            &[("a.py", "a\nb\nc\n")],
+            &[("a.py", "b", "")],
+            Ok(&[("a.py", "a\n\nc\n")]),
+        );
+        // Identical blocks, checked before not-found.
+        check(&ctx, &[("a.py", "", "")], Err(FormatError::IdenticalBlocks));
+        check(
+            &ctx,
+            &[("a.py", "zzz", "zzz")],
+            Err(FormatError::IdenticalBlocks),
+        );
+        // Unknown files and path typos.
+        check(
+            &ctx,
+            &[("a.py ", "def", "fn")],
+            Err(FormatError::SearchNotFound {
+                search: "def".into(),
+            }),
+        );
+        check(
+            &ctx,
+            &[("./a.py", "def", "fn")],
+            Err(FormatError::SearchNotFound {
+                search: "def".into(),
+            }),
+        );
+        // Chained edits: a later block sees the earlier one's result.
+        check(
+            &[("a.py", "x\n")],
+            &[("a.py", "x", "y"), ("a.py", "y", "z")],
+            Ok(&[("a.py", "z\n")]),
+        );
+        check(
+            &[("a.py", "x\n")],
+            &[("a.py", "x", "y"), ("a.py", "x", "w")],
+            Err(FormatError::SearchNotFound { search: "x".into() }),
+        );
+        // Errors follow path first-appearance order: b.py's blocks all come after a.py's.
+        check(
+            &[("a.py", "1\n"), ("b.py", "2\n")],
+            &[("b.py", "2", "3"), ("a.py", "1", "1"), ("b.py", "9", "8")],
+            Err(FormatError::SearchNotFound { search: "9".into() }),
+        );
+        check(
+            &[("a.py", "1\n"), ("b.py", "2\n")],
+            &[("a.py", "1", "4"), ("b.py", "2", "3"), ("a.py", "4", "5")],
+            Ok(&[("a.py", "5\n"), ("b.py", "3\n")]),
+        );
+    }
+
+    #[test]
+    fn parse_and_apply_pipeline() {
+        let ctx = files(&[("a.py", "x = 1\n")]);
+        let out = format!(
+            "<think>fix</think>\n<solution>\n{}\n</solution>",
+            block("a.py", "x = 1", "x = 2")
+        );
+        let edits = parse_and_apply(&ctx, &out).expect("valid output");
+        assert_eq!(edits.thought, "fix");
+        assert_eq!(
+            edits.blocks,
+            [("a.py".into(), "x = 1".into(), "x = 2".into())]
+        );
+        assert_eq!(edits.new_content, files(&[("a.py", "x = 2\n")]));
+        // CRLF output has no block.
+        assert_eq!(
+            parse_and_apply(&ctx, &out.replace('\n', "\r\n")),
+            Err(FormatError::NoBlocks)
+        );
+        // Blocks inside the thought are never seen.
+        let hidden = format!(
+            "<think>{}</think><solution>none</solution>",
+            block("a.py", "x = 1", "x = 2")
+        );
+        assert_eq!(parse_and_apply(&ctx, &hidden), Err(FormatError::NoBlocks));
+    }
+}

@@ -1,0 +1,37 @@
+"""Parse INI-style text into nested dictionaries."""
+
+from .errors import ParseError
+
+COMMENT_PREFIXES = ("#", ";")
+DEFAULT_SECTION = "DEFAULT"
+
+
+def parse(text):
+    """Parse ``text`` and return ``{section: {key: value}}``.
+
+    Keys are lower-cased; values keep their case and lose surrounding
+    whitespace. Keys that appear before any section header go in the
+    ``"DEFAULT"`` section, which is always present.
+    """
+    sections = {DEFAULT_SECTION: {}}
+    current = sections[DEFAULT_SECTION]
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(COMMENT_PREFIXES):
+            continue
+        if line.startswith("["):
+            if not line.endswith("]"):
+                raise ParseError("unterminated section header", lineno, raw)
+            name = line[1:-1].strip()
+            if not name:
+                raise ParseError("empty section name", lineno, raw)
+            current = sections.setdefault(name, {})
+            continue
+        if "=" not in line:
+            raise ParseError("expected 'key = value'", lineno, raw)
+        key, value = line.split("=")
+        key = key.strip().lower()
+        if not key:
+            raise ParseError("empty key", lineno, raw)
+        current[key] = value.strip()
+    return sections

@@ -1,0 +1,92 @@
+import pytest
+
+import inicfg
+from inicfg import ParseError, parse
+
+
+def test_empty_text_has_only_default():
+    assert parse("") == {"DEFAULT": {}}
+
+
+def test_simple_section():
+    text = "[server]\nhost = example.org\nport = 8080\n"
+    assert parse(text)["server"] == {"host": "example.org", "port": "8080"}
+
+
+def test_keys_are_lowercased_values_keep_case():
+    assert parse("[s]\nUser = Alice\n")["s"] == {"user": "Alice"}
+
+
+def test_values_are_stripped():
+    assert parse("[s]\nname =    padded value   \n")["s"]["name"] == "padded value"
+
+
+def test_comments_and_blank_lines_are_ignored():
+    text = "# top comment\n\n[s]\n; another comment\na = 1\n\n"
+    assert parse(text) == {"DEFAULT": {}, "s": {"a": "1"}}
+
+
+def test_keys_before_any_section_go_to_default():
+    assert parse("a = 1\n[s]\nb = 2\n") == {"DEFAULT": {"a": "1"}, "s": {"b": "2"}}
+
+
+def test_value_may_contain_equals_sign():
+    text = "[db]\nurl = postgres://db/app?sslmode=require&timeout=5\n"
+    assert parse(text)["db"]["url"] == "postgres://db/app?sslmode=require&timeout=5"
+
+
+def test_only_first_equals_separates_key():
+    assert parse("[s]\nformula = a = b + c\n")["s"] == {"formula": "a = b + c"}
+
+
+def test_repeated_key_last_one_wins():
+    assert parse("[s]\na = 1\na = 2\n")["s"] == {"a": "2"}
+
+
+def test_indented_lines_continue_the_value():
+    text = "[s]\nhosts = alpha\n    beta\n    gamma\nport = 1\n"
+    assert parse(text)["s"] == {"hosts": "alpha\nbeta\ngamma", "port": "1"}
+
+
+def test_continuation_of_empty_value():
+    text = "[s]\npaths =\n  /usr/lib\n  /opt/lib\n"
+    assert parse(text)["s"]["paths"] == "/usr/lib\n/opt/lib"
+
+
+def test_indented_line_before_any_option_raises():
+    with pytest.raises(ParseError) as info:
+        parse("[s]\n    orphan\n")
+    assert info.value.lineno == 2
+
+
+def test_duplicate_section_raises():
+    with pytest.raises(inicfg.DuplicateSectionError):
+        parse("[s]\na = 1\n[t]\n[s]\nb = 2\n")
+
+
+def test_duplicate_section_error_names_both_lines():
+    with pytest.raises(inicfg.ParseError) as info:
+        parse("[s]\na = 1\n\n[s]\n")
+    err = info.value
+    assert isinstance(err, inicfg.DuplicateSectionError)
+    assert (err.section, err.lineno, err.first_lineno) == ("s", 4, 1)
+
+
+def test_section_names_are_case_sensitive():
+    assert parse("[s]\na = 1\n[S]\na = 2\n")["S"] == {"a": "2"}
+
+
+def test_unterminated_section_header_raises():
+    with pytest.raises(ParseError, match="unterminated"):
+        parse("[server\n")
+
+
+def test_missing_equals_reports_line_number():
+    with pytest.raises(ParseError) as info:
+        parse("[s]\na = 1\njust some words\n")
+    assert info.value.lineno == 3
+
+
+def test_empty_key_raises():
+    with pytest.raises(ParseError, match="empty key"):
+        parse("[s]\n = value\n")

@@ -1,0 +1,295 @@
+//! One SWE-bench dataset row ([`Instance`]) and the JSON / JSONL files that hold rows.
+//!
+//! Rows come from the hub exports, where `FAIL_TO_PASS` and `PASS_TO_PASS` are strings holding
+//! a JSON array, or from hand-made files, where they are real arrays; both are accepted.
+//! Parquet datasets are not read here.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// How FAIL_TO_PASS / PASS_TO_PASS outcomes are decided (`eval_type`, v5 rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalType {
+    /// Tests must pass (FAIL_TO_PASS) or keep passing (PASS_TO_PASS). Every Python row.
+    #[default]
+    PassAndFail,
+    /// A test fails only if the log reports it `FAILED`; absent tests succeed (some JS repos).
+    FailOnly,
+}
+
+impl EvalType {
+    /// The dataset string (`pass_and_fail`, `fail_only`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvalType::PassAndFail => "pass_and_fail",
+            EvalType::FailOnly => "fail_only",
+        }
+    }
+}
+
+/// One task instance: the dataset fields the harness reads. Unknown fields are ignored; the
+/// text fields a grader does not need are optional so that trimmed rows (like the conformance
+/// fixtures) load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    /// `<owner>__<repo>-<PR number>`, e.g. `django__django-11099`.
+    pub instance_id: String,
+    /// `owner/name`, e.g. `django/django`.
+    pub repo: String,
+    /// Environment version key (`"3.0"`); a number in a hand-made file is read as its text.
+    #[serde(default, deserialize_with = "version_text")]
+    pub version: Option<String>,
+    /// Commit the task starts from.
+    #[serde(default)]
+    pub base_commit: Option<String>,
+    /// The gold patch.
+    #[serde(default)]
+    pub patch: Option<String>,
+    /// The diff that adds or changes the tests.
+    #[serde(default)]
+    pub test_patch: Option<String>,
+    /// The issue text.
+    #[serde(default)]
+    pub problem_statement: Option<String>,
+    /// Issue comments before the fix.
+    #[serde(default)]
+    pub hints_text: Option<String>,
+    /// ISO timestamp of the PR.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// Commit whose requirement files define the environment.
+    #[serde(default)]
+    pub environment_setup_commit: Option<String>,
+    /// Tests that must go from failing to passing, in dataset order.
+    #[serde(rename = "FAIL_TO_PASS", deserialize_with = "test_list")]
+    pub fail_to_pass: Vec<String>,
+    /// Tests that must keep passing, in dataset order.
+    #[serde(rename = "PASS_TO_PASS", deserialize_with = "test_list")]
+    pub pass_to_pass: Vec<String>,
+    /// Verified only, e.g. `15 min - 1 hour`.
+    #[serde(default)]
+    pub difficulty: Option<String>,
+    /// v5: the prebuilt image, e.g. `swebench/sweb.eval.x86_64.django_1776_django-11099:latest`.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// v5: the complete eval script.
+    #[serde(default)]
+    pub eval_script: Option<String>,
+    /// v5: the parser name, e.g. `parse_log_django`; absent in older rows (then the repo picks).
+    #[serde(default)]
+    pub log_parser: Option<String>,
+    /// v5: how tests are graded; absent in older rows (then `pass_and_fail`).
+    #[serde(default)]
+    pub eval_type: Option<EvalType>,
+    /// v5 multimodal: binary files restored after the patches (object or JSON string).
+    #[serde(default)]
+    pub image_assets: Option<serde_json::Value>,
+}
+
+/// Why dataset rows could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    /// A dataset file could not be read.
+    #[error("cannot read dataset {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file name that is neither `.json` nor `.jsonl`.
+    #[error("dataset {} must be .json or .jsonl", path.display())]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A `.json` document that is not a list of rows, or a row that does not fit [`Instance`].
+    #[error("invalid dataset JSON")]
+    Json(#[source] serde_json::Error),
+    /// One line of a `.jsonl` file that is not a valid row.
+    #[error("invalid dataset row on line {line}")]
+    JsonLine {
+        /// 1-based line number.
+        line: usize,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Instance {
+    /// Parses one row (a JSON object).
+    pub fn from_json(text: &str) -> Result<Instance, DatasetError> {
+        serde_json::from_str(text).map_err(DatasetError::Json)
+    }
+}
+
+/// Parses a `.json` dataset: a list of rows.
+pub fn parse_json_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
+    serde_json::from_str(text).map_err(DatasetError::Json)
+}
+
+/// Parses a `.jsonl` dataset: one row per line; blank lines are skipped.
+pub fn parse_jsonl_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(at, line)| {
+            serde_json::from_str(line).map_err(|source| DatasetError::JsonLine {
+                line: at + 1,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Reads a local `.json` or `.jsonl` dataset file.
+pub fn read_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
+    let read = || {
+        std::fs::read_to_string(path).map_err(|source| DatasetError::Read {
+            path: path.to_owned(),
+            source,
+        })
+    };
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => parse_json_rows(&read()?),
+        Some("jsonl") => parse_jsonl_rows(&read()?),
+        _ => Err(DatasetError::UnknownFormat {
+            path: path.to_owned(),
+        }),
+    }
+}
+
+/// `FAIL_TO_PASS` / `PASS_TO_PASS`: a JSON array of strings, or a string that holds one.
+fn test_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum TestList {
+        List(Vec<String>),
+        Encoded(String),
+    }
+    match TestList::deserialize(deserializer)? {
+        TestList::List(tests) => Ok(tests),
+        TestList::Encoded(text) => serde_json::from_str(&text).map_err(|err| {
+            de::Error::custom(format!(
+                "test list string is not a JSON array of strings: {err}"
+            ))
+        }),
+    }
+}
+
+/// `version`: a string, null, or (in hand-made files) a number, kept as its JSON text.
+fn version_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    struct VersionVisitor;
+
+    impl<'de> Visitor<'de> for VersionVisitor {
+        type Value = Option<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a version string, number or null")
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_owned()))
+        }
+
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(
+                serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string()),
+            ))
+        }
+
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(VersionVisitor)
+        }
+    }
+
+    deserializer.deserialize_option(VersionVisitor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_lists_may_be_json_strings() {
+        let check = |row: &str, f2p: &[&str], p2p: &[&str]| {
+            let instance = Instance::from_json(row).expect("valid row");
+            assert_eq!(instance.fail_to_pass, f2p, "{row}");
+            assert_eq!(instance.pass_to_pass, p2p, "{row}");
+        };
+        check(
+            r#"{"instance_id":"a__b-1","repo":"a/b","FAIL_TO_PASS":["t1"],"PASS_TO_PASS":[]}"#,
+            &["t1"],
+            &[],
+        );
+        check(
+            r#"{"instance_id":"a__b-1","repo":"a/b","FAIL_TO_PASS":"[\"t1\", \"t \\u00e9\"]","PASS_TO_PASS":"[]"}"#,
+            &["t1", "t \u{e9}"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn invalid_rows_are_errors() {
+        let check = |row: &str| assert!(Instance::from_json(row).is_err(), "{row}");
+        check(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":"t1","PASS_TO_PASS":[]}"#);
+        check(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[1],"PASS_TO_PASS":[]}"#);
+        check(r#"{"instance_id":"a","repo":"a/b","PASS_TO_PASS":[]}"#);
+        check(
+            r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[],"PASS_TO_PASS":[],"eval_type":"x"}"#,
+        );
+    }
+
+    #[test]
+    fn versions_and_v5_fields() {
+        let check = |version: &str, expect: Option<&str>| {
+            let row = format!(
+                r#"{{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[],"PASS_TO_PASS":[],"version":{version},"eval_type":"fail_only","log_parser":"parse_log_pytest"}}"#
+            );
+            let instance = Instance::from_json(&row).expect("valid row");
+            assert_eq!(instance.version.as_deref(), expect, "{version}");
+            assert_eq!(instance.eval_type, Some(EvalType::FailOnly));
+            assert_eq!(instance.log_parser.as_deref(), Some("parse_log_pytest"));
+        };
+        check(r#""3.0""#, Some("3.0"));
+        check("null", None);
+        check("3.0", Some("3.0"));
+        check("5", Some("5"));
+    }
+
+    #[test]
+    fn jsonl_reports_the_line() {
+        let good = r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[],"PASS_TO_PASS":[]}"#;
+        let rows = parse_jsonl_rows(&format!("{good}\n\n{good}\n")).expect("valid");
+        assert_eq!(rows.len(), 2);
+        let err = parse_jsonl_rows(&format!("{good}\n{{\n")).expect_err("bad line");
+        assert!(
+            matches!(err, DatasetError::JsonLine { line: 2, .. }),
+            "{err:?}"
+        );
+        let rows = parse_json_rows(&format!("[{good}]")).expect("valid");
+        assert_eq!(rows[0].instance_id, "a");
+    }
+}

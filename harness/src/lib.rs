@@ -1,0 +1,16 @@
+//! swerve's evaluation harness as a library: scoring completions with reward plugins
+//! (`harness reward`), plugin tooling (`harness plugin ...`), SWE-bench dataset rows, v5
+//! grading and the report files, byte-compatible with the Python harness.
+//!
+//! The `harness` binary is a thin layer over this crate. Not here: running plugins (the
+//! `swerve-host` crate), log parsing (`swerve-log-parsers`) and containers (`swerve-sandbox`).
+
+pub mod dataset;
+pub mod error;
+pub mod grading;
+pub mod plugin_spec;
+pub mod report;
+pub mod scaffold;
+pub mod scoring;
+
+pub use error::HarnessError;

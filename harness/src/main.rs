@@ -1,0 +1,342 @@
+//! The `harness` binary: parses arguments, builds validated settings, calls the library and maps
+//! the outcome to an exit code. Results go to stdout (or `--output`), progress and summaries to
+//! stderr.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use swerve_harness::plugin_spec::PluginSpec;
+use swerve_harness::{grading, report, scaffold, scoring};
+use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, ScorerConfig};
+
+/// swerve's harness: score completions with sandboxed reward plugins, grade SWE-bench logs.
+#[derive(Parser)]
+#[command(name = "harness", version, about)]
+struct Cli {
+    /// More logging (-v: debug, -vv: trace); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Score a JSONL file of completions with weighted reward plugins.
+    Reward(RewardArgs),
+    /// Inspect or create plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+    /// Grade one test log without Docker and print its report.json as SWE-bench 5 writes it.
+    Grade(GradeArgs),
+}
+
+#[derive(Args)]
+struct RewardArgs {
+    /// A reward plugin: `NAME|PATH[=WEIGHT][,fuel=N][,memory=SIZE][,timeout=DUR][,stack=SIZE]`.
+    /// Bundled names: swe-rl, format, rust-length, python-keywords. Repeat to combine.
+    #[arg(long = "plugin", required = true, value_name = "SPEC")]
+    plugins: Vec<PluginSpec>,
+    /// JSONL samples (one object per line; see docs/plugins.md).
+    #[arg(long, value_name = "FILE")]
+    input: PathBuf,
+    /// Where to write the results (default: stdout).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long, short = 'j')]
+    jobs: Option<usize>,
+    /// Samples per plugin store.
+    #[arg(long, default_value_t = 16)]
+    batch_size: usize,
+    /// A fresh store for every sample, with its own budgets (default: one store per batch).
+    #[arg(long)]
+    strict: bool,
+    /// Reward given for a failure class instead of "not applicable": `timeout=-1`, `trap=0`...
+    #[arg(long = "fallback", value_name = "CLASS=REWARD")]
+    fallbacks: Vec<String>,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+#[derive(Args)]
+struct CacheArgs {
+    /// Folder of compiled plugins (default: $SWERVE_CACHE_DIR, else ~/.cache/swerve/plugins).
+    #[arg(long, value_name = "DIR", global = true)]
+    cache_dir: Option<PathBuf>,
+    /// Compile plugins at every start instead of caching them.
+    #[arg(long, global = true, conflicts_with = "cache_dir")]
+    no_cache: bool,
+}
+
+#[derive(Subcommand)]
+enum PluginCommand {
+    /// Show a plugin's world, info, imports, exports and budgets.
+    Inspect {
+        /// The component (or a bundled plugin's name).
+        plugin: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
+    /// Create a new plugin project that builds and passes its own test.
+    New {
+        /// The plugin's name (lower-case letters, digits, `-`).
+        name: String,
+        /// Its language.
+        #[arg(long, value_enum)]
+        lang: Lang,
+        /// Folder to create the project in.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The plugin kit crate (Rust projects depend on it by path).
+        #[arg(long)]
+        kit: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Lang {
+    Rust,
+    Python,
+}
+
+#[derive(Args)]
+struct GradeArgs {
+    /// The dataset row (one JSON object).
+    #[arg(long, value_name = "ROW.json")]
+    instance: PathBuf,
+    /// The instance's test_output.txt.
+    #[arg(long, value_name = "FILE")]
+    log: PathBuf,
+    /// The model patch; absent: taken as present and non-empty. A file holding `null` grades as
+    /// a null patch.
+    #[arg(long, value_name = "FILE")]
+    patch: Option<PathBuf>,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose, cli.quiet);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(verbose: u8, quiet: bool) {
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    match cli.command {
+        Command::Reward(args) => reward(args, cli.quiet),
+        Command::Plugin(PluginCommand::Inspect {
+            plugin,
+            json,
+            cache,
+        }) => inspect(&plugin, json, &cache),
+        Command::Plugin(PluginCommand::New {
+            name,
+            lang,
+            dir,
+            kit,
+        }) => new_plugin(name, lang, dir, kit),
+        Command::Grade(args) => grade(args),
+    }
+}
+
+fn host(cache: &CacheArgs) -> anyhow::Result<Host> {
+    let cache_dir = if cache.no_cache {
+        None
+    } else {
+        cache.cache_dir.clone().or_else(|| {
+            std::env::var_os("SWERVE_CACHE_DIR")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/swerve/plugins"))
+                })
+        })
+    };
+    Ok(Host::new(HostConfig {
+        cache_dir,
+        ..HostConfig::default()
+    })?)
+}
+
+fn parse_fallbacks(args: &[String]) -> anyhow::Result<Fallbacks> {
+    let mut fallbacks = Fallbacks::default();
+    for arg in args {
+        let (class, value) = arg
+            .split_once('=')
+            .with_context(|| format!("--fallback {arg}: expected CLASS=REWARD"))?;
+        let Some(class) = FailureClass::parse(class) else {
+            let names: Vec<&str> = FailureClass::ALL.iter().map(|c| c.as_str()).collect();
+            bail!(
+                "--fallback {arg}: unknown class `{class}` (one of {})",
+                names.join(", ")
+            );
+        };
+        let reward = match value {
+            "none" | "null" => None,
+            v => Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|r| r.is_finite())
+                    .with_context(|| {
+                        format!("--fallback {arg}: `{v}` is not a finite number (or `none`)")
+                    })?,
+            ),
+        };
+        fallbacks.set(class, reward);
+    }
+    Ok(fallbacks)
+}
+
+fn reward(args: RewardArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode> {
+    let mut scorer = ScorerConfig {
+        batch_size: args.batch_size.max(1),
+        isolation: if args.strict {
+            Isolation::Strict
+        } else {
+            Isolation::Batch
+        },
+        fallbacks: parse_fallbacks(&args.fallbacks)?,
+        ..ScorerConfig::default()
+    };
+    if let Some(j) = args.jobs {
+        if j == 0 {
+            bail!("--jobs must be at least 1");
+        }
+        scorer.jobs = j;
+    }
+    let run = scoring::RewardRun {
+        input: args.input,
+        output: args.output,
+        plugins: args.plugins,
+        scorer,
+    };
+    let host = host(&args.cache)?;
+    let total = std::fs::read_to_string(&run.input)
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(total as u64)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} scoring {pos}/{len} [{elapsed_precise}] ETA {eta}",
+        )
+        .expect("valid template"),
+    );
+    let summary = scoring::run(&host, &run, &|n| bar.inc(n as u64)).context("harness reward")?;
+    bar.finish_and_clear();
+    if !quiet {
+        eprintln!("{}", summary.render());
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn inspect(plugin: &str, json: bool, cache: &CacheArgs) -> anyhow::Result<std::process::ExitCode> {
+    let path = swerve_plugins::resolve(plugin)
+        .with_context(|| format!("no plugin file or bundled plugin `{plugin}`"))?;
+    let report = host(cache)?.inspect(&path, &Default::default())?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let b = &report.budgets;
+    println!("plugin      {}", report.path.display());
+    println!("world       swerve:plugin/{}@0.1.0", report.world.as_str());
+    println!("name        {} {}", report.info.name, report.info.version);
+    println!("about       {}", report.info.description);
+    println!("sha256      {}", report.sha256);
+    println!("size        {} bytes", report.size);
+    println!("exports     {}", report.exports.join(", "));
+    println!(
+        "imports     {}",
+        if report.imports.is_empty() {
+            "none".into()
+        } else {
+            report.imports.len().to_string()
+        }
+    );
+    for i in &report.imports {
+        println!("  {i}");
+    }
+    println!(
+        "budgets     fuel {} per sample, wall clock {:?}, memory {} MiB, wasm stack {} KiB, output {} KiB",
+        b.fuel,
+        b.wall_clock,
+        b.memory_bytes >> 20,
+        b.wasm_stack_bytes >> 10,
+        b.output_bytes >> 10
+    );
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn new_plugin(
+    name: String,
+    lang: Lang,
+    dir: PathBuf,
+    kit: Option<PathBuf>,
+) -> anyhow::Result<std::process::ExitCode> {
+    if !scaffold::valid_name(&name) {
+        bail!(
+            "`{name}` is not a plugin name: use lower-case letters, digits and `-`, starting with a letter"
+        );
+    }
+    let language = match lang {
+        Lang::Rust => scaffold::Language::Rust,
+        Lang::Python => scaffold::Language::Python,
+    };
+    let root = scaffold::create(&scaffold::Scaffold {
+        name,
+        language,
+        dir,
+        kit: kit.unwrap_or_else(scaffold::default_kit),
+    })?;
+    eprintln!("created {} (see its README.md)", root.display());
+    println!("{}", root.display());
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn grade(args: GradeArgs) -> anyhow::Result<std::process::ExitCode> {
+    let row = fs_err::read_to_string(&args.instance)?;
+    let instance = swerve_harness::dataset::Instance::from_json(&row)
+        .with_context(|| format!("{}: not a dataset row", args.instance.display()))?;
+    let log = fs_err::read_to_string(&args.log)?;
+    let patch = match &args.patch {
+        None => grading::PatchState::Present,
+        Some(p) if fs_err::read_to_string(p)?.trim() == "null" => grading::PatchState::Null,
+        Some(_) => grading::PatchState::Present,
+    };
+    let graded = grading::grade(&instance, &log, patch)?;
+    println!(
+        "{}",
+        report::render_instance_report(&instance.instance_id, &graded.report)
+    );
+    Ok(std::process::ExitCode::SUCCESS)
+}

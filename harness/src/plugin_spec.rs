@@ -1,0 +1,192 @@
+//! `--plugin` arguments: `NAME|PATH[=WEIGHT][,KEY=VALUE...]`, validated into a [`PluginSpec`].
+//!
+//! Keys set per-plugin budgets: `fuel=N` (units, `2e9` accepted), `memory=SIZE` (`256MiB`,
+//! `1GiB`, bytes), `timeout=DURATION` (`10s`, `500ms`), `stack=SIZE`, `output=SIZE`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use swerve_host::BudgetOverrides;
+
+/// A validated plugin argument.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginSpec {
+    /// What the user wrote before `=`/`,` (a bundled name or a path).
+    pub name: String,
+    /// The component to load.
+    pub path: PathBuf,
+    /// Weight in the combined reward (default 1).
+    pub weight: f64,
+    /// Budget overrides.
+    pub budgets: BudgetOverrides,
+}
+
+/// Why a `--plugin` argument was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PluginSpecError {
+    /// Neither a file nor a bundled plugin.
+    #[error("plugin `{0}` is neither a file nor a bundled plugin (bundled: {bundled})", bundled = swerve_plugins::BUNDLED.join(", "))]
+    NotFound(String),
+    /// The weight is not a finite number.
+    #[error("plugin `{name}`: weight `{value}` is not a finite number")]
+    BadWeight {
+        /// The plugin.
+        name: String,
+        /// What was written.
+        value: String,
+    },
+    /// A budget key is unknown or its value does not parse.
+    #[error(
+        "plugin `{name}`: `{option}` is not a budget setting (fuel=N, memory=SIZE, timeout=DURATION, stack=SIZE, output=SIZE)"
+    )]
+    BadOption {
+        /// The plugin.
+        name: String,
+        /// What was written.
+        option: String,
+    },
+}
+
+impl std::str::FromStr for PluginSpec {
+    type Err = PluginSpecError;
+
+    fn from_str(arg: &str) -> Result<PluginSpec, PluginSpecError> {
+        let mut parts = arg.split(',');
+        let head = parts.next().unwrap_or_default();
+        let (name, weight) = match head.rsplit_once('=') {
+            Some((name, w)) => {
+                let weight = w
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|w| w.is_finite())
+                    .ok_or_else(|| PluginSpecError::BadWeight {
+                        name: name.to_owned(),
+                        value: w.to_owned(),
+                    })?;
+                (name, weight)
+            }
+            None => (head, 1.0),
+        };
+        let mut budgets = BudgetOverrides::default();
+        for option in parts {
+            let bad = || PluginSpecError::BadOption {
+                name: name.to_owned(),
+                option: option.to_owned(),
+            };
+            let (key, value) = option.split_once('=').ok_or_else(bad)?;
+            match key.trim() {
+                "fuel" => budgets.fuel = Some(parse_count(value).ok_or_else(bad)?),
+                "memory" => budgets.memory_bytes = Some(parse_size(value).ok_or_else(bad)?),
+                "timeout" => budgets.wall_clock = Some(parse_duration(value).ok_or_else(bad)?),
+                "stack" => {
+                    budgets.wasm_stack_bytes = Some(parse_size(value).ok_or_else(bad)? as usize)
+                }
+                "output" => {
+                    budgets.output_bytes = Some(parse_size(value).ok_or_else(bad)? as usize)
+                }
+                _ => return Err(bad()),
+            }
+        }
+        let path = swerve_plugins::resolve(name)
+            .ok_or_else(|| PluginSpecError::NotFound(name.to_owned()))?;
+        Ok(PluginSpec {
+            name: name.to_owned(),
+            path,
+            weight,
+            budgets,
+        })
+    }
+}
+
+/// `2000000`, `2e9`, `2_000_000`.
+fn parse_count(s: &str) -> Option<u64> {
+    let s = s.trim().replace('_', "");
+    s.parse::<u64>().ok().or_else(|| {
+        let f = s.parse::<f64>().ok()?;
+        (f.is_finite() && f >= 0.0 && f.fract() == 0.0 && f < u64::MAX as f64).then_some(f as u64)
+    })
+}
+
+/// `1024`, `64KiB`, `256MiB`, `1GiB` (also `K`, `M`, `G`, `KB`, `MB`, `GB` as binary units).
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+/// `10s`, `500ms`, `2m`, `1.5s`.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        return None;
+    };
+    let secs = num.trim().parse::<f64>().ok()? * scale;
+    (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_counts_and_durations() {
+        assert_eq!(parse_size("256MiB"), Some(256 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_count("2e9"), Some(2_000_000_000));
+        assert_eq!(parse_count("2_000"), Some(2000));
+        assert_eq!(parse_count("1.5"), None);
+        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("10"), None);
+    }
+
+    #[test]
+    fn plugin_arguments() {
+        let spec: PluginSpec = "swe-rl=0.5,fuel=1e9,memory=64MiB,timeout=2s"
+            .parse()
+            .unwrap();
+        assert_eq!(spec.name, "swe-rl");
+        assert_eq!(spec.weight, 0.5);
+        assert_eq!(spec.budgets.fuel, Some(1_000_000_000));
+        assert_eq!(spec.budgets.memory_bytes, Some(64 << 20));
+        assert_eq!(spec.budgets.wall_clock, Some(Duration::from_secs(2)));
+        assert_eq!(spec.path, swerve_plugins::bundled("swe-rl"));
+        let spec: PluginSpec = "format".parse().unwrap();
+        assert_eq!(spec.weight, 1.0);
+        assert_eq!(
+            "nope".parse::<PluginSpec>().unwrap_err(),
+            PluginSpecError::NotFound("nope".into())
+        );
+        assert!(matches!(
+            "swe-rl=abc".parse::<PluginSpec>(),
+            Err(PluginSpecError::BadWeight { .. })
+        ));
+        assert!(matches!(
+            "swe-rl=inf".parse::<PluginSpec>(),
+            Err(PluginSpecError::BadWeight { .. })
+        ));
+        assert!(matches!(
+            "swe-rl,colour=red".parse::<PluginSpec>(),
+            Err(PluginSpecError::BadOption { .. })
+        ));
+    }
+}

@@ -1,0 +1,42 @@
+//! The swerve plugin host: runs untrusted reward and evaluator plugins (WebAssembly components
+//! of the `swerve:plugin@0.1.0` worlds, `wit/plugin.wit`) with wasmtime, under deterministic
+//! budgets, and turns whatever they do into classified outcomes.
+//!
+//! What it guarantees: a plugin gets no files, no network, no environment, fixed clocks and
+//! fixed "random" bytes; it runs under fuel (deterministic), a memory cap, a wasm stack cap and
+//! a wall-clock backstop; every failure is classified (`timeout`, `out_of_memory`, `trap`,
+//! `plugin_error`, `invalid_plugin`) with the plugin's output tail; an instance that failed is
+//! never called again (a store lives for one batch or one sample). Plugins are compiled once
+//! (in-memory and on-disk precompile caches) and shared across worker threads.
+//!
+//! What it is not: it does not parse JSONL, find bundled plugins by name or print anything (the
+//! `harness` does), and it runs no containers (the `sandbox` does). wasmtime types stay inside.
+
+mod bindings;
+mod budget;
+mod cache;
+mod combine;
+mod engine;
+mod error;
+mod evaluator;
+mod outcome;
+mod plugin;
+mod reward;
+mod scorer;
+mod store;
+mod types;
+mod wasi;
+
+pub use budget::{BudgetOverrides, Budgets};
+pub use combine::{combine, effective_reward};
+pub use engine::{EPOCH_TICK, MAX_WASM_STACK_BYTES};
+pub use error::HostError;
+pub use evaluator::EvaluatorPlugin;
+pub use outcome::{Failure, FailureClass, Fallbacks};
+pub use plugin::{ALLOWED_IMPORTS, Host, HostConfig, PluginReport, World};
+pub use reward::{Isolation, RewardPlugin, SampleOutcome};
+pub use scorer::{
+    PluginResult, SampleScores, Scorer, ScorerConfig, WORKER_STACK_BYTES, WeightedPlugin,
+};
+pub use types::{Execution, LogContext, PluginInfo, Sample, Score, TestOutcome, TestStatus};
+pub use wasi::FIXED_WALL_CLOCK;
