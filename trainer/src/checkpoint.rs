@@ -1,0 +1,185 @@
+//! Checkpoints in Hugging Face layout, resumable.
+//!
+//! A checkpoint directory holds what `transformers` loads (`config.json`, `model.safetensors`
+//! in f32, `tokenizer.json` and `tokenizer_config.json` when given) plus swerve's resume state:
+//! `optimizer.safetensors` (AdamW moments as `<param>.exp_avg` / `<param>.exp_avg_sq`) and
+//! `trainer_state.json` (step and AdamW settings). The directory is written under a temporary
+//! name and renamed into place, so an interrupted save never leaves a half-written checkpoint
+//! under the final name.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dfdx::prelude::{Device, Dtype, HasShape, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::params::{Moments, Param};
+use crate::model::safetensors_io::{self, HostTensor};
+use crate::model::{AdamW, AdamWConfig, CausalLm};
+
+/// Optimiser moments file.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+/// Resume state file.
+pub const STATE_FILE: &str = "trainer_state.json";
+/// Tokenizer files copied into a checkpoint when present next to the given `tokenizer.json`.
+const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
+
+/// `trainer_state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Optimiser steps taken.
+    pub step: u64,
+    /// AdamW settings in force.
+    pub adamw: AdamWConfig,
+}
+
+/// Writes `model` (and, for resuming, `optimizer`) to `dir` in Hugging Face layout, copying the
+/// tokenizer files from the directory of `tokenizer_json` when given. Replaces `dir` if it exists.
+pub fn save<E: Dtype, D: Device<E>>(
+    dir: &Path,
+    model: &CausalLm<E, D>,
+    tokenizer_json: Option<&Path>,
+    optimizer: Option<&AdamW<E, D>>,
+) -> Result<()> {
+    let partial = sibling(dir, "partial");
+    if partial.exists() {
+        fs_err::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    }
+    fs_err::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    let config =
+        serde_json::to_string_pretty(&model.config.to_json()).expect("JSON values serialise");
+    let config_path = partial.join("config.json");
+    fs_err::write(&config_path, config).map_err(|e| Error::io(&config_path, e))?;
+    safetensors_io::save_params(&model.params, &partial.join(safetensors_io::SINGLE_FILE))?;
+    if let Some(tok) = tokenizer_json {
+        let src_dir = tok.parent().unwrap_or(Path::new("."));
+        fs_err::copy(tok, partial.join("tokenizer.json")).map_err(|e| Error::io(tok, e))?;
+        for name in &TOKENIZER_FILES[1..] {
+            let src = src_dir.join(name);
+            if src.exists() {
+                fs_err::copy(&src, partial.join(name)).map_err(|e| Error::io(&src, e))?;
+            }
+        }
+    }
+    if let Some(opt) = optimizer {
+        let mut tensors = BTreeMap::new();
+        for (name, moments) in &opt.moments {
+            let (m, v) = match moments {
+                Moments::Vector(m, v) => (host(m), host(v)),
+                Moments::Matrix(m, v) => (host(m), host(v)),
+            };
+            tensors.insert(format!("{name}.exp_avg"), m);
+            tensors.insert(format!("{name}.exp_avg_sq"), v);
+        }
+        safetensors_io::write_tensors(&tensors, &partial.join(OPTIMIZER_FILE))?;
+        let state = TrainerState {
+            step: opt.step,
+            adamw: opt.config,
+        };
+        let path = partial.join(STATE_FILE);
+        let text = serde_json::to_string_pretty(&state).expect("state serialises");
+        fs_err::write(&path, text).map_err(|e| Error::io(&path, e))?;
+    }
+    let old = sibling(dir, "old");
+    if dir.exists() {
+        fs_err::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
+    }
+    fs_err::rename(&partial, dir).map_err(|e| Error::io(&partial, e))?;
+    if old.exists() {
+        fs_err::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+    }
+    Ok(())
+}
+
+/// A loaded checkpoint.
+#[derive(Debug)]
+pub struct Loaded<E: Dtype, D: Device<E>> {
+    /// The model.
+    pub model: CausalLm<E, D>,
+    /// The optimiser, when the checkpoint holds resume state.
+    pub optimizer: Option<AdamW<E, D>>,
+}
+
+/// Loads a checkpoint: the model, and the optimiser when the directory has resume state.
+pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>> {
+    let model = CausalLm::load(dir, dev)?;
+    let state_path = dir.join(STATE_FILE);
+    if !state_path.exists() {
+        return Ok(Loaded {
+            model,
+            optimizer: None,
+        });
+    }
+    let text = fs_err::read_to_string(&state_path).map_err(|e| Error::io(&state_path, e))?;
+    let state: TrainerState = serde_json::from_str(&text).map_err(|source| Error::Json {
+        path: state_path.clone(),
+        source,
+    })?;
+    let mut stored = safetensors_io::read_tensors(&dir.join(OPTIMIZER_FILE), None)?;
+    let mut opt = AdamW::new(state.adamw);
+    opt.step = state.step;
+    let present: std::collections::BTreeSet<String> = stored.keys().cloned().collect();
+    let mut take = |name: &str, shape: Vec<usize>| -> Result<Vec<E>> {
+        let t = stored.remove(name).ok_or_else(|| Error::Checkpoint {
+            path: dir.to_path_buf(),
+            reason: format!("optimiser state lacks `{name}`"),
+        })?;
+        if t.shape != shape {
+            return Err(Error::TensorShape {
+                name: name.to_owned(),
+                expected: shape,
+                found: t.shape,
+            });
+        }
+        Ok(t.data
+            .into_iter()
+            .map(|x| E::from_f32(x).expect("f32 converts"))
+            .collect())
+    };
+    for (name, p) in model.params.named() {
+        if !present.contains(&format!("{name}.exp_avg")) {
+            continue;
+        }
+        // A parameter without moments was never stepped; AdamW creates them lazily.
+        let moments = match p {
+            Param::Vector(t) => {
+                let shape = *t.shape();
+                let m = take(&format!("{name}.exp_avg"), vec![shape.0])?;
+                let v = take(&format!("{name}.exp_avg_sq"), vec![shape.0])?;
+                Moments::Vector(dev.tensor_from_vec(m, shape), dev.tensor_from_vec(v, shape))
+            }
+            Param::Matrix(t) => {
+                let shape = *t.shape();
+                let m = take(&format!("{name}.exp_avg"), vec![shape.0, shape.1])?;
+                let v = take(&format!("{name}.exp_avg_sq"), vec![shape.0, shape.1])?;
+                Moments::Matrix(dev.tensor_from_vec(m, shape), dev.tensor_from_vec(v, shape))
+            }
+        };
+        opt.moments.insert(name, moments);
+    }
+    Ok(Loaded {
+        model,
+        optimizer: Some(opt),
+    })
+}
+
+fn host<S: dfdx::prelude::Shape, E: Dtype, D: Device<E>>(t: &Tensor<S, E, D>) -> HostTensor {
+    HostTensor {
+        shape: t.shape().concrete().into_iter().collect(),
+        data: t
+            .as_vec()
+            .into_iter()
+            .map(|x| x.to_f32().unwrap_or(f32::NAN))
+            .collect(),
+    }
+}
+
+fn sibling(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(format!(".{suffix}"));
+    dir.with_file_name(name)
+}

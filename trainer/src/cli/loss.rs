@@ -1,0 +1,52 @@
+//! `trainer loss --case FILE.json`: evaluate a worked GRPO case file (grpo.md §12.6) and print
+//! the losses.
+//!
+//! The output is one JSON object on one line, keyed by case name (sorted). Each value holds the
+//! accumulated loss per loss type under `grpo`, `bnpo`, `dr_grpo` and `dapo`, plus
+//! `micro_batch_losses` (loss type → one loss per micro-batch) and `metrics` (the clip ratios
+//! and, when β ≠ 0, `kl`, under TRL's names). Floats are printed with the shortest text that
+//! reads back to the same `f64`; an undefined value (NaN) is `null`.
+
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::{Map, Value, json};
+
+use crate::grpo::LossType;
+use crate::grpo::case::CaseFile;
+
+/// Evaluates the case file at `case` and returns the JSON text `trainer loss --case` prints
+/// (without a trailing newline).
+pub fn run(case: &Path) -> anyhow::Result<String> {
+    let file = CaseFile::load(case)?;
+    let evaluation = file
+        .evaluate()
+        .with_context(|| format!("cannot evaluate GRPO case file {}", case.display()))?;
+    let mut output = Map::new();
+    for case in &evaluation.cases {
+        let mut entry = Map::new();
+        let mut micro_batches = Map::new();
+        for loss_type in LossType::ALL {
+            let report = case.report.by_type(loss_type);
+            entry.insert(loss_type.as_str().to_owned(), json!(report.loss));
+            micro_batches.insert(
+                loss_type.as_str().to_owned(),
+                json!(report.micro_batch_losses),
+            );
+        }
+        entry.insert(
+            "micro_batch_losses".to_owned(),
+            Value::Object(micro_batches),
+        );
+        let metrics: Map<String, Value> = case
+            .report
+            .metrics
+            .to_trl_names()
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), json!(value)))
+            .collect();
+        entry.insert("metrics".to_owned(), Value::Object(metrics));
+        output.insert(case.name.clone(), Value::Object(entry));
+    }
+    Ok(serde_json::to_string(&Value::Object(output))?)
+}

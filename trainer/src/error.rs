@@ -1,0 +1,125 @@
+//! The trainer library's error type: one variant per operation that can fail, each carrying the
+//! file, field or tensor it was about.
+
+use std::path::PathBuf;
+
+/// Everything that can stop the model, tokenizer, generation or checkpoint code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("I/O on {path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A JSON file (config, shard index, optimiser state) did not parse.
+    #[error("cannot parse JSON in {path}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A field of a Hugging Face `config.json` is missing, has the wrong type or an unsupported
+    /// value.
+    #[error("config field `{field}`: {reason}")]
+    Config {
+        /// The JSON field name, as Hugging Face spells it.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A safetensors file could not be parsed or serialised.
+    #[error("safetensors file {path}")]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    /// A tensor the model needs is not in the checkpoint.
+    #[error("tensor `{name}` is missing from {path}")]
+    MissingTensor {
+        /// The tensor's Hugging Face name.
+        name: String,
+        /// The checkpoint directory or file.
+        path: PathBuf,
+    },
+    /// A tensor in the checkpoint has a shape other than the config implies.
+    #[error("tensor `{name}` has shape {found:?}, expected {expected:?}")]
+    TensorShape {
+        /// The tensor's Hugging Face name.
+        name: String,
+        /// The shape the config implies.
+        expected: Vec<usize>,
+        /// The stored shape.
+        found: Vec<usize>,
+    },
+    /// A tensor is stored in a dtype the loader does not convert (only f32, bf16 and f16 are).
+    #[error("tensor `{name}` has unsupported dtype {dtype}")]
+    TensorDtype {
+        /// The tensor's Hugging Face name.
+        name: String,
+        /// The stored dtype.
+        dtype: String,
+    },
+    /// A sharded checkpoint's `model.safetensors.index.json` is malformed.
+    #[error("shard index {path}: {reason}")]
+    ShardIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `tokenizer.json` could not be loaded.
+    #[error("cannot load tokenizer {path}")]
+    TokenizerLoad {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// Text could not be encoded or ids decoded.
+    #[error("tokenizer failed to {operation}")]
+    Tokenize {
+        /// `encode` or `decode`.
+        operation: &'static str,
+        /// The cause.
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// Generation was asked for something it cannot do (empty prompt, invalid sampling setting).
+    #[error("generation: {reason}")]
+    Generation {
+        /// What was wrong.
+        reason: String,
+    },
+    /// A checkpoint directory is incomplete or inconsistent.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The checkpoint directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Wraps an I/O error from `fs_err`, which already names the path in its message, keeping the
+    /// path as a field too.
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The trainer library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

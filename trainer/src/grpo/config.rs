@@ -1,0 +1,529 @@
+//! [`GrpoConfig`]: the GRPO training settings under TRL's names and with TRL 1.16.0's defaults
+//! (`GRPOConfig` plus the inherited `TrainingArguments`, grpo.md §2 and §10), read from TOML.
+//!
+//! A TRL user recognises every knob: the TOML keys are exactly TRL's argument names, and a key
+//! that is left out takes TRL's default. Unknown keys are rejected (a misspelt `epsilon_hgih`
+//! must not silently fall back to the default). Values are then range-checked by
+//! [`GrpoConfig::validate`]; every error names the field.
+
+use serde::{Deserialize, Serialize};
+
+use super::GrpoError;
+use super::advantages::ScaleRewards;
+use super::loss::{LossType, Normalisation, ObjectiveParams};
+
+/// The learning-rate schedule (`lr_scheduler_type`). Only the schedules swerve implements are
+/// accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LrSchedulerType {
+    /// Linear warm-up, then linear decay to 0 (default).
+    #[default]
+    Linear,
+    /// Linear warm-up, then cosine decay to 0.
+    Cosine,
+    /// Constant, no warm-up.
+    Constant,
+    /// Linear warm-up, then constant.
+    ConstantWithWarmup,
+}
+
+/// How several reward functions are combined (`multi_objective_aggregation`, grpo.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MultiObjectiveAggregation {
+    /// Weighted nansum of the functions, then group normalisation (default; the only one swerve
+    /// implements, see [`rewards`](super::rewards)).
+    #[default]
+    SumThenNormalize,
+    /// GDPO: normalise each function within its group, then sum. Rejected by
+    /// [`GrpoConfig::validate`] until swerve implements it.
+    NormalizeThenSum,
+}
+
+/// Where importance ratios are taken (`importance_sampling_level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportanceSamplingLevel {
+    /// One ratio per token (default; the only one swerve implements).
+    #[default]
+    Token,
+    /// GSPO: one ratio per sequence. Rejected by [`GrpoConfig::validate`] for now.
+    Sequence,
+}
+
+/// The GRPO settings, with TRL's names and defaults. See the module documentation.
+///
+/// `GrpoConfig::default()` is TRL 1.16.0's default configuration, the same as parsing an empty
+/// TOML document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpoConfig {
+    // ---- optimiser and schedule (TrainingArguments) ----
+    /// AdamW learning rate. Default **1e-6** (GRPOConfig overrides TrainingArguments' 5e-5).
+    pub learning_rate: f64,
+    /// AdamW decoupled weight decay. Default 0.0.
+    pub weight_decay: f64,
+    /// AdamW β₁. Default 0.9.
+    pub adam_beta1: f64,
+    /// AdamW β₂. Default 0.999.
+    pub adam_beta2: f64,
+    /// AdamW ε. Default 1e-8.
+    pub adam_epsilon: f64,
+    /// Global gradient-norm clipping threshold; 0 turns clipping off. Default **1.0**.
+    pub max_grad_norm: f64,
+    /// Learning-rate schedule. Default `linear`.
+    pub lr_scheduler_type: LrSchedulerType,
+    /// Share of the training steps used for linear warm-up. Default 0.0.
+    pub warmup_ratio: f64,
+    /// Warm-up steps; when > 0 it overrides `warmup_ratio`. Default 0.
+    pub warmup_steps: usize,
+    /// Passes over the prompt dataset, when `max_steps` is not set. Default 3.0.
+    pub num_train_epochs: f64,
+    /// Total optimiser steps; -1 means "from `num_train_epochs`". Default -1.
+    pub max_steps: i64,
+    /// Completions per micro-batch on each process. Default 8.
+    pub per_device_train_batch_size: usize,
+    /// Micro-batches per optimiser step (GAS). Default 1.
+    pub gradient_accumulation_steps: usize,
+    /// Random seed for sampling and shuffling. Default 42.
+    pub seed: u64,
+    /// Optimiser steps between two metric logs. Default 10.
+    pub logging_steps: usize,
+    /// Train in bf16. Default true (dfdx has no bf16: the model code decides what this means).
+    pub bf16: bool,
+    /// Recompute activations in the backward pass. Default true.
+    pub gradient_checkpointing: bool,
+    /// Turn dropout off in the policy and reference models. Default false.
+    pub disable_dropout: bool,
+
+    // ---- generation (grpo.md §1–§2) ----
+    /// Completions per prompt, G (at least 2). Default 8.
+    pub num_generations: usize,
+    /// Maximum new tokens per completion, L (also the `dr_grpo` constant). Default 512.
+    pub max_completion_length: usize,
+    /// Micro-batches per generation batch (SPG). Default: `gradient_accumulation_steps`.
+    /// Exclusive with `generation_batch_size`.
+    pub steps_per_generation: Option<usize>,
+    /// Completions per generation batch. Default: `per_device_train_batch_size × processes ×
+    /// steps_per_generation`. Exclusive with `steps_per_generation`.
+    pub generation_batch_size: Option<usize>,
+    /// Sampling temperature; the training log-probs divide the logits by it too. Default 1.0.
+    pub temperature: f64,
+    /// Nucleus sampling threshold; 1.0 is off. Default 1.0.
+    pub top_p: f64,
+    /// Top-k sampling; 0 is off. Default 0.
+    pub top_k: usize,
+    /// Min-p sampling; unset is off. Default unset.
+    pub min_p: Option<f64>,
+    /// Repetition penalty; 1.0 is off. Default 1.0.
+    pub repetition_penalty: f64,
+
+    // ---- objective (grpo.md §3–§8) ----
+    /// KL coefficient β; 0 means no reference model and no KL term. Default **0.0**.
+    pub beta: f64,
+    /// Lower clip ε_low (and upper clip when `epsilon_high` is unset). Default 0.2.
+    pub epsilon: f64,
+    /// Upper clip ε_high. Default: `epsilon` (DAPO recommends 0.28).
+    pub epsilon_high: Option<f64>,
+    /// Passes μ over each generation batch. Default 1.
+    pub num_iterations: usize,
+    /// Loss normalisation. Default **`dapo`**.
+    pub loss_type: LossType,
+    /// Advantage scaling: `group`, `batch` or `none` (also `true`/`false`). Default `group`.
+    pub scale_rewards: ScaleRewards,
+    /// Zero the mask of truncated completions (DAPO overlong filtering). Default false.
+    pub mask_truncated_completions: bool,
+    /// Token- or sequence-level importance ratios. Default `token` (the only one implemented).
+    pub importance_sampling_level: ImportanceSamplingLevel,
+    /// Multiply the k3 KL estimate by the ratio. Default true (TRL 1.16; older main: false).
+    pub use_bias_correction_kl: bool,
+    /// One weight per reward function. Default: all 1.0 (unset).
+    pub reward_weights: Option<Vec<f64>>,
+    /// How reward functions are combined. Default `sum_then_normalize`.
+    pub multi_objective_aggregation: MultiObjectiveAggregation,
+    /// Train only on the tokens above this entropy quantile; 1.0 keeps all. Default 1.0.
+    pub top_entropy_quantile: f64,
+    /// Entropy bonus coefficient. Default 0.0.
+    pub entropy_coef: f64,
+    /// Periodically mix the policy into the reference model. Default false.
+    pub sync_ref_model: bool,
+    /// Mixing weight α of `sync_ref_model`. Default 0.6.
+    pub ref_model_mixup_alpha: f64,
+    /// Steps between two reference syncs. Default 512.
+    pub ref_model_sync_steps: usize,
+}
+
+impl Default for GrpoConfig {
+    fn default() -> Self {
+        GrpoConfig {
+            learning_rate: 1e-6,
+            weight_decay: 0.0,
+            adam_beta1: 0.9,
+            adam_beta2: 0.999,
+            adam_epsilon: 1e-8,
+            max_grad_norm: 1.0,
+            lr_scheduler_type: LrSchedulerType::Linear,
+            warmup_ratio: 0.0,
+            warmup_steps: 0,
+            num_train_epochs: 3.0,
+            max_steps: -1,
+            per_device_train_batch_size: 8,
+            gradient_accumulation_steps: 1,
+            seed: 42,
+            logging_steps: 10,
+            bf16: true,
+            gradient_checkpointing: true,
+            disable_dropout: false,
+            num_generations: 8,
+            max_completion_length: 512,
+            steps_per_generation: None,
+            generation_batch_size: None,
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            min_p: None,
+            repetition_penalty: 1.0,
+            beta: 0.0,
+            epsilon: 0.2,
+            epsilon_high: None,
+            num_iterations: 1,
+            loss_type: LossType::Dapo,
+            scale_rewards: ScaleRewards::Group,
+            mask_truncated_completions: false,
+            importance_sampling_level: ImportanceSamplingLevel::Token,
+            use_bias_correction_kl: true,
+            reward_weights: None,
+            multi_objective_aggregation: MultiObjectiveAggregation::SumThenNormalize,
+            top_entropy_quantile: 1.0,
+            entropy_coef: 0.0,
+            sync_ref_model: false,
+            ref_model_mixup_alpha: 0.6,
+            ref_model_sync_steps: 512,
+        }
+    }
+}
+
+impl GrpoConfig {
+    /// Parses a TOML document with TRL's key names and validates it.
+    pub fn from_toml_str(text: &str) -> Result<Self, GrpoError> {
+        let config: GrpoConfig = toml::from_str(text).map_err(|source| GrpoError::ConfigParse {
+            key: offending_key(text, &source),
+            message: source.message().to_owned(),
+            source: Box::new(source),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value's range and the combinations TRL rejects, assuming one process (the
+    /// generation batch must hold whole groups of `num_generations`).
+    pub fn validate(&self) -> Result<(), GrpoError> {
+        let finite_at_least = |field, value: f64, min: f64| {
+            check(field, value.is_finite() && value >= min, || {
+                format!("must be a finite number >= {min}, got {value}")
+            })
+        };
+        let unit_open = |field, value: f64| {
+            check(field, (0.0..1.0).contains(&value), || {
+                format!("must be in [0, 1), got {value}")
+            })
+        };
+        let unit_closed = |field, value: f64| {
+            check(field, (0.0..=1.0).contains(&value), || {
+                format!("must be in [0, 1], got {value}")
+            })
+        };
+        let positive = |field, value: usize| {
+            check(field, value >= 1, || "must be at least 1, got 0".to_owned())
+        };
+
+        finite_at_least("learning_rate", self.learning_rate, 0.0)?;
+        finite_at_least("weight_decay", self.weight_decay, 0.0)?;
+        unit_open("adam_beta1", self.adam_beta1)?;
+        unit_open("adam_beta2", self.adam_beta2)?;
+        check(
+            "adam_epsilon",
+            self.adam_epsilon.is_finite() && self.adam_epsilon > 0.0,
+            || format!("must be a finite number > 0, got {}", self.adam_epsilon),
+        )?;
+        finite_at_least("max_grad_norm", self.max_grad_norm, 0.0)?;
+        unit_closed("warmup_ratio", self.warmup_ratio)?;
+        finite_at_least("num_train_epochs", self.num_train_epochs, 0.0)?;
+        check(
+            "max_steps",
+            self.max_steps == -1 || self.max_steps > 0,
+            || format!("must be -1 (unset) or positive, got {}", self.max_steps),
+        )?;
+        positive(
+            "per_device_train_batch_size",
+            self.per_device_train_batch_size,
+        )?;
+        positive(
+            "gradient_accumulation_steps",
+            self.gradient_accumulation_steps,
+        )?;
+        positive("logging_steps", self.logging_steps)?;
+
+        check("num_generations", self.num_generations >= 2, || {
+            format!(
+                "must be at least 2 (GRPO compares completions within a group), got {}",
+                self.num_generations
+            )
+        })?;
+        positive("max_completion_length", self.max_completion_length)?;
+        if let Some(steps) = self.steps_per_generation {
+            positive("steps_per_generation", steps)?;
+            check(
+                "generation_batch_size",
+                self.generation_batch_size.is_none(),
+                || "cannot be set together with `steps_per_generation`".to_owned(),
+            )?;
+        }
+        if let Some(size) = self.generation_batch_size {
+            check(
+                "generation_batch_size",
+                size > 0 && size % self.per_device_train_batch_size == 0,
+                || {
+                    format!(
+                        "must be a positive multiple of per_device_train_batch_size = {}, got {size}",
+                        self.per_device_train_batch_size
+                    )
+                },
+            )?;
+        }
+        let generation_batch = self.generation_batch_size();
+        check(
+            "num_generations",
+            generation_batch.is_multiple_of(self.num_generations),
+            || {
+                format!(
+                    "must divide the generation batch size {generation_batch} (whole groups only), got {}",
+                    self.num_generations
+                )
+            },
+        )?;
+        check(
+            "temperature",
+            self.temperature.is_finite() && self.temperature > 0.0,
+            || format!("must be a finite number > 0, got {}", self.temperature),
+        )?;
+        check("top_p", self.top_p > 0.0 && self.top_p <= 1.0, || {
+            format!("must be in (0, 1], got {}", self.top_p)
+        })?;
+        if let Some(min_p) = self.min_p {
+            unit_closed("min_p", min_p)?;
+        }
+        check(
+            "repetition_penalty",
+            self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0,
+            || {
+                format!(
+                    "must be a finite number > 0, got {}",
+                    self.repetition_penalty
+                )
+            },
+        )?;
+
+        finite_at_least("beta", self.beta, 0.0)?;
+        unit_open("epsilon", self.epsilon)?;
+        if let Some(high) = self.epsilon_high {
+            finite_at_least("epsilon_high", high, 0.0)?;
+        }
+        positive("num_iterations", self.num_iterations)?;
+        check(
+            "importance_sampling_level",
+            self.importance_sampling_level == ImportanceSamplingLevel::Token,
+            || "`sequence` (GSPO) is not implemented in swerve; use `token`".to_owned(),
+        )?;
+        if let Some(weights) = &self.reward_weights {
+            check(
+                "reward_weights",
+                weights.iter().all(|w| w.is_finite()),
+                || format!("must all be finite, got {weights:?}"),
+            )?;
+        }
+        check(
+            "multi_objective_aggregation",
+            self.multi_objective_aggregation == MultiObjectiveAggregation::SumThenNormalize,
+            || {
+                "`normalize_then_sum` is not implemented in swerve; use `sum_then_normalize`"
+                    .to_owned()
+            },
+        )?;
+        check(
+            "top_entropy_quantile",
+            self.top_entropy_quantile > 0.0 && self.top_entropy_quantile <= 1.0,
+            || format!("must be in (0, 1], got {}", self.top_entropy_quantile),
+        )?;
+        finite_at_least("entropy_coef", self.entropy_coef, 0.0)?;
+        unit_closed("ref_model_mixup_alpha", self.ref_model_mixup_alpha)?;
+        positive("ref_model_sync_steps", self.ref_model_sync_steps)?;
+        Ok(())
+    }
+
+    /// ε_high: `epsilon_high`, or `epsilon` when unset.
+    pub fn epsilon_high(&self) -> f64 {
+        self.epsilon_high.unwrap_or(self.epsilon)
+    }
+
+    /// SPG on one process: `steps_per_generation`, or `generation_batch_size /
+    /// per_device_train_batch_size`, or `gradient_accumulation_steps`.
+    pub fn steps_per_generation(&self) -> usize {
+        match (self.steps_per_generation, self.generation_batch_size) {
+            (Some(steps), _) => steps,
+            (None, Some(size)) => size / self.per_device_train_batch_size.max(1),
+            (None, None) => self.gradient_accumulation_steps,
+        }
+    }
+
+    /// Completions per generation batch on one process: `per_device_train_batch_size ×
+    /// steps_per_generation`.
+    pub fn generation_batch_size(&self) -> usize {
+        self.generation_batch_size
+            .unwrap_or(self.per_device_train_batch_size * self.steps_per_generation())
+    }
+
+    /// The per-token objective's parameters (ε_low, ε_high, β and the KL bias correction).
+    pub fn objective_params(&self) -> ObjectiveParams {
+        ObjectiveParams::new(
+            self.epsilon,
+            self.epsilon_high,
+            self.beta,
+            self.use_bias_correction_kl,
+        )
+    }
+
+    /// The loss normalisation for a generation batch of `num_items_in_batch` active tokens over
+    /// `num_processes` processes.
+    pub fn normalisation(&self, num_items_in_batch: f64, num_processes: usize) -> Normalisation {
+        Normalisation {
+            max_completion_length: self.max_completion_length,
+            gradient_accumulation_steps: self.gradient_accumulation_steps,
+            steps_per_generation: self.steps_per_generation(),
+            num_processes,
+            num_items_in_batch,
+        }
+    }
+}
+
+fn check(field: &'static str, ok: bool, reason: impl FnOnce() -> String) -> Result<(), GrpoError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(GrpoError::InvalidConfig {
+            field,
+            reason: reason(),
+        })
+    }
+}
+
+/// The key a TOML error points at: an unknown field's name from the message, or the key written
+/// before `=` on the line of the error's span.
+fn offending_key(text: &str, error: &toml::de::Error) -> Option<String> {
+    let message = error.message();
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        return rest.split('`').next().map(str::to_owned);
+    }
+    let start = error.span()?.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let (key, _) = text[line_start..line_end].split_once('=')?;
+    let key = key.trim().trim_matches('"');
+    (!key.is_empty() && !key.starts_with('[')).then(|| key.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_toml_is_trl_defaults() {
+        let config = GrpoConfig::from_toml_str("").unwrap();
+        assert_eq!(config, GrpoConfig::default());
+        assert_eq!(config.loss_type, LossType::Dapo);
+        assert_eq!(config.learning_rate, 1e-6);
+        assert_eq!(config.beta, 0.0);
+        assert_eq!(config.epsilon_high(), 0.2);
+        assert_eq!(config.steps_per_generation(), 1);
+        assert!(config.objective_params().kl.is_none());
+    }
+
+    #[test]
+    fn trl_names_are_read() {
+        let config = GrpoConfig::from_toml_str(
+            r#"
+            loss_type = "dr_grpo"
+            scale_rewards = false
+            epsilon = 0.2
+            epsilon_high = 0.28
+            beta = 0.04
+            learning_rate = 2e-6
+            num_generations = 16
+            per_device_train_batch_size = 16
+            gradient_accumulation_steps = 4
+            mask_truncated_completions = true
+            lr_scheduler_type = "constant_with_warmup"
+            reward_weights = [1.0, 0.5]
+            max_completion_length = 1024
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.loss_type, LossType::DrGrpo);
+        assert_eq!(config.scale_rewards, ScaleRewards::None);
+        assert_eq!(config.epsilon_high(), 0.28);
+        assert_eq!(config.steps_per_generation(), 4);
+        assert_eq!(config.generation_batch_size(), 64);
+        let params = config.objective_params();
+        assert_eq!(params.kl.unwrap().beta, 0.04);
+        assert!(params.kl.unwrap().use_bias_correction);
+        let norm = config.normalisation(100.0, 1);
+        assert_eq!(norm.max_completion_length, 1024);
+        assert_eq!(norm.gradient_accumulation_steps, 4);
+    }
+
+    fn parse_error(text: &str) -> String {
+        GrpoConfig::from_toml_str(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let message = parse_error("epsilon = 0.2\nepsilon_hgih = 0.28\n");
+        assert!(message.contains("`epsilon_hgih`"), "{message}");
+    }
+
+    #[test]
+    fn wrongly_typed_value_names_its_key() {
+        let message = parse_error("beta = 0.0\nepsilon = \"0.2\"\n");
+        assert!(message.contains("`epsilon`"), "{message}");
+        let message = parse_error("loss_type = \"cispo\"\n");
+        assert!(message.contains("`loss_type`"), "{message}");
+    }
+
+    #[test]
+    fn out_of_range_value_names_its_field() {
+        for (text, field) in [
+            ("epsilon = 1.5", "`epsilon`"),
+            ("beta = -0.1", "`beta`"),
+            ("num_generations = 1", "`num_generations`"),
+            ("num_generations = 3", "`num_generations`"),
+            ("temperature = 0.0", "`temperature`"),
+            (
+                "gradient_accumulation_steps = 0",
+                "`gradient_accumulation_steps`",
+            ),
+            ("top_p = 1.5", "`top_p`"),
+            (
+                "importance_sampling_level = \"sequence\"",
+                "`importance_sampling_level`",
+            ),
+            (
+                "steps_per_generation = 2\ngeneration_batch_size = 16",
+                "`generation_batch_size`",
+            ),
+        ] {
+            let message = parse_error(text);
+            assert!(message.contains(field), "{text}: {message}");
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! The `trainer` binary: argument parsing, logging and exit codes over the `swerve_trainer`
+//! library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use swerve_trainer::generate::{SamplingConfig, generate};
+use swerve_trainer::model::CausalLm;
+use swerve_trainer::tokenizer::Tokenizer;
+
+/// swerve's trainer: GRPO for software-engineering agents
+#[derive(Debug, Parser)]
+#[command(name = "trainer", version)]
+struct Cli {
+    /// More logging on stderr (repeat for more)
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Only errors on stderr
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Sample completions from a Hugging Face model directory; prints one JSON object per prompt
+    Generate(GenerateArgs),
+    /// Evaluate a GRPO worked-example case file and print the losses as JSON
+    Loss {
+        /// The case file (grpo.md §12.6)
+        #[arg(long)]
+        case: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct GenerateArgs {
+    /// Model directory: config.json, model.safetensors (or a sharded index) and tokenizer.json
+    #[arg(long)]
+    model: PathBuf,
+    /// Prompt text; repeat for a batch
+    #[arg(long, required = true)]
+    prompt: Vec<String>,
+    /// Most new tokens per prompt
+    #[arg(long, default_value_t = 64)]
+    max_new_tokens: usize,
+    /// Sampling temperature; 0 for greedy decoding
+    #[arg(long, default_value_t = 1.0)]
+    temperature: f64,
+    /// Nucleus sampling threshold (1 is off)
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f64,
+    /// Keep only the k most likely tokens (0 is off)
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Seed of the sampler
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Device: cpu, or cuda (needs a build with the `cuda` feature)
+    #[arg(long, default_value = "cpu")]
+    device: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::env::var_os("NO_COLOR").is_none())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .init();
+    let result = match cli.command {
+        Command::Generate(args) => run_generate(&args),
+        Command::Loss { case } => {
+            swerve_trainer::cli::loss::run(&case).map(|json| println!("{json}"))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
+    match args.device.as_str() {
+        "cpu" => generate_on(args, &dfdx::prelude::Cpu::default()),
+        #[cfg(feature = "cuda")]
+        "cuda" => generate_on(args, &dfdx::prelude::Cuda::default()),
+        other => anyhow::bail!(
+            "unknown or unavailable device `{other}` (cpu; cuda needs the `cuda` feature)"
+        ),
+    }
+}
+
+fn generate_on<D: dfdx::prelude::Device<f32>>(args: &GenerateArgs, dev: &D) -> anyhow::Result<()> {
+    let tokenizer_path = args.model.join("tokenizer.json");
+    let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    let model = CausalLm::<f32, D>::load(&args.model, dev)
+        .with_context(|| format!("cannot load model from {}", args.model.display()))?;
+    let prompts = args
+        .prompt
+        .iter()
+        .map(|p| tokenizer.encode(p, true))
+        .collect::<Result<Vec<_>, _>>()?;
+    let eos = model.config.eos_token_ids.clone();
+    let config = SamplingConfig {
+        temperature: args.temperature,
+        top_p: args.top_p,
+        top_k: args.top_k,
+        max_new_tokens: args.max_new_tokens,
+        pad_token_id: eos.first().copied().unwrap_or(0),
+        eos_token_ids: eos,
+        seed: args.seed,
+    };
+    tracing::info!(prompts = prompts.len(), "generating");
+    let out = generate(&model, &prompts, &config)?;
+    for ((prompt, tokens), finished) in args.prompt.iter().zip(&out.completions).zip(&out.finished)
+    {
+        let line = serde_json::json!({
+            "prompt": prompt,
+            "completion": tokenizer.decode(tokens, true)?,
+            "tokens": tokens.len(),
+            "finished": finished,
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
