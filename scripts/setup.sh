@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks to build and test swerve: the wasm32-wasip2 Rust target
+# (guest plugins), componentize-py (Python plugins), debootstrap (the offline base image) and
+# Debian's docker-registry (the loopback registry the image-pull test uses). Idempotent.
+set -euo pipefail
+
+rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+
+if ! command -v componentize-py >/dev/null 2>&1 || ! componentize-py --version | grep -q '0.25.1'; then
+    python3 -m pip install --quiet --disable-pip-version-check 'componentize-py==0.25.1'
+fi
+
+need=()
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v docker-registry >/dev/null 2>&1 || [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+if [ ${#need[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
