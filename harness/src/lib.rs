@@ -8,8 +8,11 @@
 pub mod dataset;
 pub mod error;
 pub mod grading;
+pub mod images;
 pub mod plugin_spec;
+pub mod predictions;
 pub mod report;
+pub mod run;
 pub mod scaffold;
 pub mod scoring;
 

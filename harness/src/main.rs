@@ -10,6 +10,8 @@ use swerve_harness::plugin_spec::PluginSpec;
 use swerve_harness::{grading, report, scaffold, scoring};
 use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, ScorerConfig};
 
+mod commands;
+
 /// swerve's harness: score completions with sandboxed reward plugins, grade SWE-bench logs.
 #[derive(Parser)]
 #[command(name = "harness", version, about)]
@@ -33,6 +35,15 @@ enum Command {
     Plugin(PluginCommand),
     /// Grade one test log without Docker and print its report.json as SWE-bench 5 writes it.
     Grade(GradeArgs),
+    /// Evaluate predictions in Docker like SWE-bench's run_evaluation (hardened by default).
+    Run(Box<commands::RunArgs>),
+    /// Re-grade a run's test_output.txt files without containers and rewrite its reports.
+    Report(Box<commands::ReportArgs>),
+    /// Remove leftover swerve containers (of one run, or all).
+    Clean(commands::CleanArgs),
+    /// Build the images of a dataset.
+    #[command(subcommand)]
+    Images(commands::ImagesCommand),
 }
 
 #[derive(Args)]
@@ -163,6 +174,10 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             kit,
         }) => new_plugin(name, lang, dir, kit),
         Command::Grade(args) => grade(args),
+        Command::Run(args) => commands::run(*args, cli.quiet),
+        Command::Report(args) => commands::report(*args),
+        Command::Clean(args) => commands::clean(args),
+        Command::Images(commands::ImagesCommand::Build(args)) => commands::images_build(args),
     }
 }
 

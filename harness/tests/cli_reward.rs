@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 const CACHE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/test-plugin-cache");
 
 fn harness(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_harness")).args(args).output().expect("harness runs")
+    Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .output()
+        .expect("harness runs")
 }
 
 fn dev_vectors() -> PathBuf {
@@ -15,7 +18,11 @@ fn dev_vectors() -> PathBuf {
 }
 
 fn lines(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -36,7 +43,8 @@ fn scores_the_development_vectors_in_input_order() {
         "2",
         "--batch-size",
         "7",
-        "--cache-dir", CACHE,
+        "--cache-dir",
+        CACHE,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let input: Vec<serde_json::Value> = std::fs::read_to_string(dev_vectors())
@@ -51,12 +59,20 @@ fn scores_the_development_vectors_in_input_order() {
         assert_eq!(out["id"], inp["id"]);
         let swe_rl = out["plugins"]["swe-rl"]["reward"].as_f64().unwrap();
         let format = out["plugins"]["format"]["reward"].as_f64().unwrap();
-        assert_eq!(swe_rl, inp["expected"]["reward"].as_f64().unwrap(), "{}", inp["id"]);
+        assert_eq!(
+            swe_rl,
+            inp["expected"]["reward"].as_f64().unwrap(),
+            "{}",
+            inp["id"]
+        );
         assert_eq!(out["reward"].as_f64().unwrap(), swe_rl + 0.5 * format);
         assert_eq!(out["failure"], serde_json::Value::Null);
     }
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("120 lines: 120 scored, 0 malformed"), "{stderr}");
+    assert!(
+        stderr.contains("120 lines: 120 scored, 0 malformed"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -91,20 +107,35 @@ fn a_malformed_line_is_reported_with_its_number_and_the_rest_is_scored() {
         input.to_str().unwrap(),
         "--output",
         out.to_str().unwrap(),
-        "--cache-dir", CACHE,
+        "--cache-dir",
+        CACHE,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = lines(&out);
     assert_eq!(out.len(), 5);
-    assert!(out[1]["error"].as_str().unwrap().starts_with("line 2: missing field `completion`"), "{}", out[1]);
-    assert!(out[2]["error"].as_str().unwrap().starts_with("line 3: "), "{}", out[2]);
+    assert!(
+        out[1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("line 2: missing field `completion`"),
+        "{}",
+        out[1]
+    );
+    assert!(
+        out[2]["error"].as_str().unwrap().starts_with("line 3: "),
+        "{}",
+        out[2]
+    );
     assert_eq!(out[0]["reward"].as_f64().unwrap(), 1.0 / 1.03 + 2.0);
     assert_eq!(out[3]["failure"], "timeout");
     assert_eq!(out[3]["plugins"]["hostile"]["failure"]["class"], "timeout");
     assert_eq!(out[3]["reward"].as_f64().unwrap(), 1.0 / 1.01 - 2.0);
     assert_eq!(out[4]["reward"].as_f64().unwrap(), 3.0);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("5 lines: 3 scored, 2 malformed"), "{stderr}");
+    assert!(
+        stderr.contains("5 lines: 3 scored, 2 malformed"),
+        "{stderr}"
+    );
     assert!(stderr.contains("plugin failures: timeout 1"), "{stderr}");
 }
 
@@ -112,11 +143,30 @@ fn a_malformed_line_is_reported_with_its_number_and_the_rest_is_scored() {
 fn bad_arguments_name_what_is_wrong() {
     let o = harness(&["reward", "--plugin", "nope", "--input", "x.jsonl"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("plugin `nope` is neither a file nor a bundled plugin"));
-    let o = harness(&["reward", "--plugin", "swe-rl", "--input", "/no/such/file.jsonl", "--cache-dir", CACHE]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("plugin `nope` is neither a file nor a bundled plugin")
+    );
+    let o = harness(&[
+        "reward",
+        "--plugin",
+        "swe-rl",
+        "--input",
+        "/no/such/file.jsonl",
+        "--cache-dir",
+        CACHE,
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read /no/such/file.jsonl"));
-    let o = harness(&["reward", "--plugin", "swe-rl", "--input", "x", "--fallback", "oom=0"]);
+    let o = harness(&[
+        "reward",
+        "--plugin",
+        "swe-rl",
+        "--input",
+        "x",
+        "--fallback",
+        "oom=0",
+    ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown class `oom`"));
 }
 
@@ -125,10 +175,20 @@ fn plugin_inspect_describes_a_bundled_plugin() {
     let o = harness(&["plugin", "inspect", "swe-rl", "--cache-dir", CACHE]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("world       swerve:plugin/reward@0.1.0"), "{text}");
+    assert!(
+        text.contains("world       swerve:plugin/reward@0.1.0"),
+        "{text}"
+    );
     assert!(text.contains("name        swe-rl 0.1.0"), "{text}");
     assert!(text.contains("exports     info, score"), "{text}");
-    let o = harness(&["plugin", "inspect", "swebench-parsers", "--json", "--cache-dir", CACHE]);
+    let o = harness(&[
+        "plugin",
+        "inspect",
+        "swebench-parsers",
+        "--json",
+        "--cache-dir",
+        CACHE,
+    ]);
     let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(report["world"], "evaluator");
     assert_eq!(report["info"]["name"], "swebench-parsers");
@@ -163,7 +223,8 @@ fn score_with(plugin: &Path, samples: &Path) -> Vec<serde_json::Value> {
         samples.to_str().unwrap(),
         "--output",
         out.to_str().unwrap(),
-        "--cache-dir", CACHE,
+        "--cache-dir",
+        CACHE,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     lines(&out)
@@ -172,14 +233,27 @@ fn score_with(plugin: &Path, samples: &Path) -> Vec<serde_json::Value> {
 #[test]
 fn a_new_rust_plugin_builds_passes_its_test_and_runs_in_the_host() {
     let dir = tempfile::tempdir().unwrap();
-    let o = harness(&["plugin", "new", "my-reward", "--lang", "rust", "--dir", dir.path().to_str().unwrap()]);
+    let o = harness(&[
+        "plugin",
+        "new",
+        "my-reward",
+        "--lang",
+        "rust",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let project = dir.path().join("my-reward");
     // A shared target folder keeps repeated runs of this test cheap.
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/scaffold-test");
     let env = [("CARGO_TARGET_DIR", target.as_path())];
     run_in(&project, "cargo", &["test", "--quiet"], &env);
-    run_in(&project, "cargo", &["build", "--release", "--target", "wasm32-wasip2", "--quiet"], &env);
+    run_in(
+        &project,
+        "cargo",
+        &["build", "--release", "--target", "wasm32-wasip2", "--quiet"],
+        &env,
+    );
     let wasm = target.join("wasm32-wasip2/release/my_reward.wasm");
     let out = score_with(&wasm, &project.join("samples.jsonl"));
     assert_eq!(out[0]["plugins"]["my-reward"]["reward"], 1.0);
@@ -189,13 +263,32 @@ fn a_new_rust_plugin_builds_passes_its_test_and_runs_in_the_host() {
 #[test]
 fn a_new_python_plugin_builds_passes_its_test_and_runs_in_the_host() {
     let dir = tempfile::tempdir().unwrap();
-    let o = harness(&["plugin", "new", "py-reward", "--lang", "python", "--dir", dir.path().to_str().unwrap()]);
+    let o = harness(&[
+        "plugin",
+        "new",
+        "py-reward",
+        "--lang",
+        "python",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let project = dir.path().join("py-reward");
     run_in(&project, "bash", &["build.sh"], &[]);
-    let out = score_with(&project.join("py-reward.wasm"), &project.join("samples.jsonl"));
+    let out = score_with(
+        &project.join("py-reward.wasm"),
+        &project.join("samples.jsonl"),
+    );
     assert_eq!(out[0]["plugins"]["py-reward"]["reward"], 1.0);
     assert_eq!(out[1]["plugins"]["py-reward"]["reward"], 0.0);
-    let o = harness(&["plugin", "new", "py-reward", "--lang", "python", "--dir", dir.path().to_str().unwrap()]);
+    let o = harness(&[
+        "plugin",
+        "new",
+        "py-reward",
+        "--lang",
+        "python",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
     assert!(!o.status.success(), "refuses to overwrite");
 }

@@ -1,0 +1,367 @@
+//! The Docker subcommands of the binary (`run`, `report`, `clean`, `images build`): flags in,
+//! a validated [`RunConfig`] out, the library called, a summary printed. Flag names mirror
+//! SWE-bench's `run_evaluation` (the underscore spellings are accepted as aliases).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use swerve_harness::images;
+use swerve_harness::predictions::{self, Prediction};
+use swerve_harness::run::cache::{OutcomeKind, Resume};
+use swerve_harness::run::source::{self, DatasetSource};
+use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
+use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
+
+use crate::CacheArgs;
+
+/// Dataset selection shared by `run`, `report` and `images build`.
+#[derive(Args)]
+pub struct DatasetArgs {
+    /// `swerve-mini` (bundled), or a .json/.jsonl file, or a folder with `<split>.jsonl`.
+    #[arg(
+        short = 'd',
+        long,
+        alias = "dataset_name",
+        default_value = "swerve-mini"
+    )]
+    dataset: String,
+    /// Split (picks `<split>.jsonl` in a dataset folder).
+    #[arg(short = 's', long, default_value = "test")]
+    split: String,
+    /// Only these instance ids (space separated, one flag).
+    #[arg(short = 'i', long, alias = "instance_ids", num_args = 1..)]
+    instance_ids: Vec<String>,
+    /// Folder of repository bundles/clones (default: `repos/` beside the rows file).
+    #[arg(long, value_name = "DIR")]
+    repos: Option<PathBuf>,
+}
+
+impl DatasetArgs {
+    fn resolve(&self) -> anyhow::Result<DatasetSource> {
+        let mut source = source::resolve(&self.dataset, &self.split, self.repos.as_deref())?;
+        source.filter(&self.instance_ids)?;
+        Ok(source)
+    }
+}
+
+/// How the run is hardened.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// swerve's defences on (see docs/hardening.md).
+    Hardened,
+    /// SWE-bench 5 exactly: one eval.sh exec, log graded as upstream.
+    Compat,
+}
+
+/// Which earlier results are reused.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ResumeArg {
+    /// Same image, patch and eval script.
+    Content,
+    /// Any report.json (SWE-bench).
+    Id,
+}
+
+/// The container network.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum NetworkArg {
+    /// No network (default).
+    None,
+    /// Docker's bridge (SWE-bench's setting).
+    Bridge,
+}
+
+/// `harness run`.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    dataset: DatasetArgs,
+    /// Predictions (.jsonl, .json list or dict), or `gold`.
+    #[arg(short = 'p', long, alias = "predictions_path")]
+    predictions: String,
+    /// Instances evaluated at once; 0 or less runs them one by one.
+    #[arg(
+        long,
+        alias = "max_workers",
+        default_value_t = 4,
+        allow_negative_numbers = true
+    )]
+    max_workers: i64,
+    /// Seconds for one instance's eval script.
+    #[arg(short = 't', long, default_value_t = 1800)]
+    timeout: u64,
+    /// Names the log folder, the containers and the run report.
+    #[arg(long, alias = "run_id")]
+    run_id: String,
+    /// Folder of the run report.
+    #[arg(long, alias = "report_dir", default_value = ".")]
+    report_dir: PathBuf,
+    /// Folder holding `run_evaluation/`.
+    #[arg(long, default_value = "logs")]
+    log_dir: PathBuf,
+    /// An evaluator plugin (.wasm) to parse logs (default: bundled swebench-parsers).
+    #[arg(long, value_name = "PATH")]
+    log_parser: Option<PathBuf>,
+    /// Hardened (default) or SWE-bench-compatible execution and grading.
+    #[arg(long, value_enum, default_value = "hardened")]
+    mode: ModeArg,
+    /// Which results of an earlier run with this id are reused.
+    #[arg(long, value_enum, default_value = "content")]
+    resume: ResumeArg,
+    /// Container network during the evaluation.
+    #[arg(long, value_enum, default_value = "none")]
+    network: NetworkArg,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// `harness report`.
+#[derive(Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    dataset: DatasetArgs,
+    /// The predictions the run used, or `gold`.
+    #[arg(short = 'p', long, alias = "predictions_path")]
+    predictions: String,
+    /// The run id.
+    #[arg(long, alias = "run_id")]
+    run_id: String,
+    /// Folder of the run report.
+    #[arg(long, alias = "report_dir", default_value = ".")]
+    report_dir: PathBuf,
+    /// Folder holding `run_evaluation/`.
+    #[arg(long, default_value = "logs")]
+    log_dir: PathBuf,
+    /// An evaluator plugin (.wasm) to parse logs.
+    #[arg(long, value_name = "PATH")]
+    log_parser: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CacheArgs,
+}
+
+/// `harness clean`.
+#[derive(Args)]
+pub struct CleanArgs {
+    /// Only this run's containers (default: every swerve container).
+    #[arg(long, alias = "run_id")]
+    run_id: Option<String>,
+}
+
+/// `harness images ...`.
+#[derive(Subcommand)]
+pub enum ImagesCommand {
+    /// Build (or reuse) the base, env and instance images of a dataset.
+    Build(ImagesBuildArgs),
+}
+
+/// `harness images build`.
+#[derive(Args)]
+pub struct ImagesBuildArgs {
+    #[command(flatten)]
+    dataset: DatasetArgs,
+    /// Images built at once.
+    #[arg(long, alias = "max_workers", default_value_t = 2)]
+    max_workers: usize,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn load_predictions(arg: &str, source: &DatasetSource) -> anyhow::Result<Vec<Prediction>> {
+    if arg == "gold" {
+        return Ok(predictions::gold(&source.rows));
+    }
+    Ok(predictions::read_predictions(&PathBuf::from(arg))?)
+}
+
+fn evaluator(
+    path: Option<&PathBuf>,
+    cache: &CacheArgs,
+) -> anyhow::Result<swerve_host::EvaluatorPlugin> {
+    let path = path
+        .cloned()
+        .unwrap_or_else(|| swerve_plugins::bundled("swebench-parsers"));
+    crate::host(cache)?
+        .load_evaluator(&path, &Default::default())
+        .with_context(|| format!("cannot load the log parser {}", path.display()))
+}
+
+/// The progress bar: done/total, resolved so far, ETA.
+struct Bar {
+    bar: indicatif::ProgressBar,
+    resolved: AtomicUsize,
+}
+
+impl Progress for Bar {
+    fn message(&self, text: &str) {
+        self.bar.suspend(|| eprintln!("{text}"));
+    }
+
+    fn start(&self, total: usize, _reused: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(0);
+        self.bar.set_message("resolved 0");
+    }
+
+    fn done(&self, result: &InstanceResult) {
+        if result.outcome == OutcomeKind::Resolved {
+            let n = self.resolved.fetch_add(1, Ordering::Relaxed) + 1;
+            self.bar.set_message(format!("resolved {n}"));
+        }
+        if result.outcome.is_infra() {
+            self.message(&format!(
+                "Error in evaluation for {}: {} (see its run_instance.log)",
+                result.instance_id,
+                result.outcome.as_str()
+            ));
+        }
+        self.bar.inc(1);
+    }
+}
+
+/// `harness run`.
+pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode> {
+    if args.run_id.is_empty() {
+        bail!("--run-id must be non-empty");
+    }
+    let source = args.dataset.resolve()?;
+    let predictions = load_predictions(&args.predictions, &source)?;
+    let mut limits = Limits::default();
+    limits.network = match args.network {
+        NetworkArg::None => Network::None,
+        NetworkArg::Bridge => Network::Bridge,
+    };
+    let config = RunConfig {
+        run_id: args.run_id.clone(),
+        source,
+        instance_ids: args.dataset.instance_ids.clone(),
+        predictions,
+        max_workers: usize::try_from(args.max_workers).unwrap_or(1).max(1),
+        timeout: Duration::from_secs(args.timeout),
+        log_root: args.log_dir.clone(),
+        report_dir: args.report_dir.clone(),
+        mode: match args.mode {
+            ModeArg::Hardened => Mode::Hardened,
+            ModeArg::Compat => Mode::Compat,
+        },
+        resume: match args.resume {
+            ResumeArg::Content => Resume::Content,
+            ResumeArg::Id => Resume::Id,
+        },
+        limits,
+    };
+    let plugin = evaluator(args.log_parser.as_ref(), &args.cache)?;
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "Evaluation {bar:30} {pos}/{len} {msg} [{elapsed_precise}] ETA {eta}",
+        )
+        .expect("valid template"),
+    );
+    let progress = Bar {
+        bar,
+        resolved: AtomicUsize::new(0),
+    };
+    let summary = runtime()?.block_on(run::run(&config, &args.dataset.split, plugin, &progress))?;
+    progress.bar.finish_and_clear();
+    print!(
+        "{}",
+        summary
+            .results
+            .summary(&summary.report_file.display().to_string())
+    );
+    let infra = summary.infra_errors();
+    if !infra.is_empty() {
+        eprintln!(
+            "Instances with swerve infrastructure errors (not the model's): {}",
+            infra.join(" ")
+        );
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `harness report`.
+pub fn report(args: ReportArgs) -> anyhow::Result<std::process::ExitCode> {
+    let source = args.dataset.resolve()?;
+    let predictions = load_predictions(&args.predictions, &source)?;
+    let config = RunConfig {
+        run_id: args.run_id.clone(),
+        source,
+        instance_ids: args.dataset.instance_ids.clone(),
+        predictions,
+        max_workers: 1,
+        timeout: Duration::from_secs(1800),
+        log_root: args.log_dir.clone(),
+        report_dir: args.report_dir.clone(),
+        mode: Mode::Hardened,
+        resume: Resume::Content,
+        limits: Limits::default(),
+    };
+    let plugin = evaluator(args.log_parser.as_ref(), &args.cache)?;
+    let (results, file) = run::rewrite::rewrite_reports(&config, &plugin)?;
+    print!("{}", results.summary(&file.display().to_string()));
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `harness clean`.
+pub fn clean(args: CleanArgs) -> anyhow::Result<std::process::ExitCode> {
+    let removed = runtime()?.block_on(async {
+        let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
+        sandbox.sweep(args.run_id.as_deref()).await
+    })?;
+    eprintln!("Removed {} containers", removed.len());
+    for id in removed {
+        println!("{id}");
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `harness images build`: one line per image on stdout (`layer origin seconds bytes name`).
+pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<std::process::ExitCode> {
+    let source = args.dataset.resolve()?;
+    runtime()?.block_on(async {
+        use futures_util::StreamExt as _;
+        let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
+        let base = images::ensure_base(&sandbox).await?;
+        print_timing(&base);
+        let base_name = base.info.name.clone();
+        let recipes = source
+            .rows
+            .iter()
+            .map(|row| images::recipe(row, &source.environments, &source.repos_dir, &base_name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results: Vec<_> = futures_util::stream::iter(recipes.iter())
+            .map(|r| images::ensure(&sandbox, r))
+            .buffer_unordered(args.max_workers.max(1))
+            .collect()
+            .await;
+        for timings in results {
+            for t in timings? {
+                print_timing(&t);
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn print_timing(t: &images::ImageTiming) {
+    println!(
+        "{}\t{:?}\t{:.1}\t{}\t{}",
+        t.layer,
+        t.info.origin,
+        t.elapsed.as_secs_f64(),
+        t.info.size_bytes,
+        t.info.name
+    );
+}

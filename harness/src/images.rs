@@ -1,0 +1,401 @@
+//! From dataset rows and their environment specs to sandbox image layers (`harness images
+//! build`): one env image per (repository, version), one instance image per row holding the
+//! repository at its base commit with no later history; rows that only name a prebuilt `image`
+//! (v5) use it as it is (local, else pulled).
+//!
+//! Environment specs come from an `environments.json` in the shape of SWE-bench's per-repo
+//! table (spec §4.3). swerve's images have no conda: the env layer makes a virtual environment
+//! (first on `PATH`) and installs a `/opt/miniconda3/bin/activate` shim that defines a no-op
+//! `conda`, so that SWE-bench eval scripts (`source /opt/miniconda3/bin/activate`, `conda
+//! activate testbed`) run unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use swerve_sandbox::{
+    BaseRecipe, EnvSpec, ImageInfo, ImageOrigin, InstanceSpec, RepoSource, Sandbox,
+};
+
+use crate::dataset::Instance;
+
+/// A test command: one string, or several commands whose last one gets the test directives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TestCmd {
+    /// `pytest -rA`.
+    One(String),
+    /// Several commands run in order.
+    Many(Vec<String>),
+}
+
+impl TestCmd {
+    /// The commands joined by newlines (each its own eval-script line).
+    pub fn as_script_text(&self) -> String {
+        match self {
+            TestCmd::One(c) => c.clone(),
+            TestCmd::Many(cs) => cs.join("\n"),
+        }
+    }
+}
+
+/// A string or a list of strings (SWE-bench's `install` may be either).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Lines {
+    /// No commands.
+    #[default]
+    None,
+    /// One command.
+    One(String),
+    /// Several commands.
+    Many(Vec<String>),
+}
+
+impl Lines {
+    /// The commands, empty strings dropped.
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            Lines::None => Vec::new(),
+            Lines::One(s) => vec![s.clone()],
+            Lines::Many(v) => v.clone(),
+        }
+        .into_iter()
+        .filter(|s| !s.trim().is_empty())
+        .collect()
+    }
+}
+
+/// One (repository, version) environment spec, as in SWE-bench's table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoEnv {
+    /// Python version wanted; swerve's base image has Debian's Python (3.11 on bookworm).
+    #[serde(default)]
+    pub python: Option<String>,
+    /// Extra packages installed with pip in the env layer (`requirements.txt` and
+    /// `environment.yml` forms are not supported offline).
+    #[serde(default)]
+    pub packages: Option<String>,
+    /// Commands run in the repository before `install` (instance layer).
+    #[serde(default)]
+    pub pre_install: Lines,
+    /// Install commands (instance layer; the eval script runs them again).
+    #[serde(default)]
+    pub install: Lines,
+    /// pip requirements of the env layer.
+    #[serde(default)]
+    pub pip_packages: Vec<String>,
+    /// Commands run near the top of the eval script.
+    #[serde(default)]
+    pub eval_commands: Vec<String>,
+    /// The test command.
+    pub test_cmd: TestCmd,
+    /// The SWE-bench parser name for the repository's logs.
+    #[serde(default)]
+    pub log_parser: Option<String>,
+}
+
+/// `environments.json`: repository → version → spec.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Environments(pub BTreeMap<String, BTreeMap<String, RepoEnv>>);
+
+/// Why images could not be planned or built.
+#[derive(Debug, thiserror::Error)]
+pub enum ImagesError {
+    /// `environments.json` could not be read or parsed.
+    #[error("cannot read environment specs {}", path.display())]
+    Environments {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A row has neither an environment spec nor a prebuilt image.
+    #[error("no environment spec for {instance_id} ({repo} {version}) and no `image` in its row")]
+    NoSpec {
+        /// The instance.
+        instance_id: String,
+        /// Its repository.
+        repo: String,
+        /// Its version.
+        version: String,
+    },
+    /// A row to build has no base commit.
+    #[error("{instance_id} has no base_commit")]
+    NoBaseCommit {
+        /// The instance.
+        instance_id: String,
+    },
+    /// No clone source for a repository.
+    #[error("no repository source for {repo} under {}", dir.display())]
+    NoRepo {
+        /// The repository.
+        repo: String,
+        /// The folder searched.
+        dir: PathBuf,
+    },
+    /// The sandbox failed.
+    #[error("image {image}")]
+    Sandbox {
+        /// The image being made.
+        image: String,
+        /// The sandbox error.
+        #[source]
+        source: swerve_sandbox::Error,
+    },
+}
+
+impl Environments {
+    /// Reads `environments.json`.
+    pub fn read(path: &Path) -> Result<Environments, ImagesError> {
+        let err = |source: Box<dyn std::error::Error + Send + Sync>| ImagesError::Environments {
+            path: path.to_owned(),
+            source,
+        };
+        let text = fs_err::read_to_string(path).map_err(|e| err(e.into()))?;
+        serde_json::from_str(&text).map_err(|e| err(e.into()))
+    }
+
+    /// The spec of a row's (repository, version).
+    pub fn get(&self, row: &Instance) -> Option<&RepoEnv> {
+        self.0.get(&row.repo)?.get(row.version.as_deref()?)
+    }
+}
+
+/// Whether an install line needs the repository (a `.` path, an editable install), and so
+/// cannot run in the shared env layer.
+fn needs_repo(line: &str) -> bool {
+    line.split_whitespace()
+        .any(|w| w == "." || w == "-e" || w.starts_with("./") || w.starts_with(".["))
+}
+
+/// The shell lines that put the conda shim in place.
+const CONDA_SHIM: [&str; 2] = [
+    "mkdir -p /opt/miniconda3/bin",
+    "printf '%s\\n' 'conda() { return 0; }' > /opt/miniconda3/bin/activate",
+];
+
+/// The env layer for a spec: shim, `packages`, `pip_packages`, and the `install` lines that do
+/// not need the repository (so that instances share them; the instance layer runs `install`
+/// again, a no-op for what is already satisfied).
+pub fn env_spec(repo: &str, version: &str, env: &RepoEnv, base_image: &str) -> EnvSpec {
+    let mut install: Vec<String> = CONDA_SHIM.iter().map(|s| (*s).to_owned()).collect();
+    if let Some(p) = env.packages.as_deref().filter(|p| !p.trim().is_empty()) {
+        install.push(format!("python -m pip install {p}"));
+    }
+    if !env.pip_packages.is_empty() {
+        install.push(format!(
+            "python -m pip install {}",
+            env.pip_packages.join(" ")
+        ));
+    }
+    install.extend(env.install.to_vec().into_iter().filter(|l| !needs_repo(l)));
+    EnvSpec {
+        repo: repo.to_owned(),
+        version: version.to_owned(),
+        base_image: base_image.to_owned(),
+        install,
+    }
+}
+
+/// Where a repository's clone source is under `repos_dir`: `<name>.bundle`,
+/// `<owner>__<name>.bundle`, or a git folder `<name>/` or `<owner>__<name>/`.
+pub fn repo_source(repos_dir: &Path, repo: &str) -> Result<RepoSource, ImagesError> {
+    let name = repo.rsplit('/').next().unwrap_or(repo);
+    let flat = repo.replace('/', "__");
+    for stem in [name, flat.as_str()] {
+        let bundle = repos_dir.join(format!("{stem}.bundle"));
+        if bundle.is_file() {
+            return Ok(RepoSource::Bundle(bundle));
+        }
+        let dir = repos_dir.join(stem);
+        if dir.join(".git").exists() || dir.join("HEAD").is_file() {
+            return Ok(RepoSource::Path(dir));
+        }
+    }
+    Err(ImagesError::NoRepo {
+        repo: repo.to_owned(),
+        dir: repos_dir.to_owned(),
+    })
+}
+
+/// How one instance's image is obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageRecipe {
+    /// Built locally: env layer, then instance layer.
+    Built {
+        /// The env layer.
+        env: EnvSpec,
+        /// The instance layer.
+        instance: InstanceSpec,
+    },
+    /// The row's prebuilt image (v5), local or pulled.
+    Prebuilt(String),
+}
+
+impl ImageRecipe {
+    /// The image name the instance runs in.
+    pub fn image_name(&self) -> String {
+        match self {
+            ImageRecipe::Built { instance, .. } => instance.image_name(),
+            ImageRecipe::Prebuilt(name) => name.clone(),
+        }
+    }
+}
+
+/// The recipe of a row's image: built from its environment spec when there is one, else the
+/// row's `image`.
+pub fn recipe(
+    row: &Instance,
+    envs: &Environments,
+    repos_dir: &Path,
+    base_image: &str,
+) -> Result<ImageRecipe, ImagesError> {
+    let Some(env) = envs.get(row) else {
+        return match &row.image {
+            Some(image) => Ok(ImageRecipe::Prebuilt(image.clone())),
+            None => Err(ImagesError::NoSpec {
+                instance_id: row.instance_id.clone(),
+                repo: row.repo.clone(),
+                version: row.version.clone().unwrap_or_default(),
+            }),
+        };
+    };
+    let version = row.version.clone().unwrap_or_default();
+    let env_spec = env_spec(&row.repo, &version, env, base_image);
+    let base_commit = row
+        .base_commit
+        .clone()
+        .ok_or_else(|| ImagesError::NoBaseCommit {
+            instance_id: row.instance_id.clone(),
+        })?;
+    let mut install = env.pre_install.to_vec();
+    install.extend(env.install.to_vec());
+    Ok(ImageRecipe::Built {
+        instance: InstanceSpec {
+            instance_id: row.instance_id.clone(),
+            env_image: env_spec.image_name(),
+            source: repo_source(repos_dir, &row.repo)?,
+            base_commit,
+            install,
+        },
+        env: env_spec,
+    })
+}
+
+/// What making one image took.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageTiming {
+    /// `base`, `env`, `instance` or `prebuilt`.
+    pub layer: String,
+    /// The image.
+    pub info: ImageInfo,
+    /// Wall-clock time of the ensure call (near zero when it was present).
+    pub elapsed: Duration,
+}
+
+/// The base image of the default recipe, built with debootstrap if missing.
+pub async fn ensure_base(sandbox: &Sandbox) -> Result<ImageTiming, ImagesError> {
+    let started = Instant::now();
+    let info = sandbox
+        .ensure_base_image(&BaseRecipe::default())
+        .await
+        .map_err(|source| ImagesError::Sandbox {
+            image: "swerve-base".to_owned(),
+            source,
+        })?;
+    Ok(ImageTiming {
+        layer: "base".to_owned(),
+        info,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The name of the default base image (for planning before anything is built).
+pub fn base_image_name() -> Result<String, ImagesError> {
+    let recipe = BaseRecipe::default();
+    let mirror = recipe
+        .resolve_mirror()
+        .map_err(|source| ImagesError::Sandbox {
+            image: "swerve-base".to_owned(),
+            source,
+        })?;
+    Ok(recipe.image_name(&mirror))
+}
+
+/// Makes one instance's image (and its env layer) present; returns what each step took.
+pub async fn ensure(
+    sandbox: &Sandbox,
+    recipe: &ImageRecipe,
+) -> Result<Vec<ImageTiming>, ImagesError> {
+    let wrap =
+        |image: String| move |source: swerve_sandbox::Error| ImagesError::Sandbox { image, source };
+    let mut timings = Vec::new();
+    match recipe {
+        ImageRecipe::Prebuilt(name) => {
+            let started = Instant::now();
+            let info = sandbox
+                .ensure_image(name)
+                .await
+                .map_err(wrap(name.clone()))?;
+            timings.push(ImageTiming {
+                layer: "prebuilt".to_owned(),
+                info,
+                elapsed: started.elapsed(),
+            });
+        }
+        ImageRecipe::Built { env, instance } => {
+            let started = Instant::now();
+            let info = sandbox
+                .ensure_env_image(env)
+                .await
+                .map_err(wrap(env.image_name()))?;
+            timings.push(ImageTiming {
+                layer: "env".to_owned(),
+                info,
+                elapsed: started.elapsed(),
+            });
+            let started = Instant::now();
+            let info = sandbox
+                .ensure_instance_image(instance)
+                .await
+                .map_err(wrap(instance.image_name()))?;
+            timings.push(ImageTiming {
+                layer: "instance".to_owned(),
+                info,
+                elapsed: started.elapsed(),
+            });
+        }
+    }
+    Ok(timings)
+}
+
+/// Whether a timing is of an image built now (not reused).
+pub fn was_built(timing: &ImageTiming) -> bool {
+    timing.info.origin == ImageOrigin::Built
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bundled_environments_plan() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/swerve-mini");
+        let envs = Environments::read(&dir.join("environments.json")).expect("envs");
+        let rows = crate::dataset::read_rows(&dir.join("swerve-mini.jsonl")).expect("rows");
+        let plan = recipe(&rows[0], &envs, &dir.join("repos"), "swerve-base:x").expect("plan");
+        let ImageRecipe::Built { env, instance } = plan else {
+            panic!("built recipe expected");
+        };
+        assert!(env.install.iter().any(|l| l.contains("pytest==8.3.4")));
+        assert!(env.install[1].contains("conda() { return 0; }"));
+        assert_eq!(instance.env_image, env.image_name());
+        assert!(matches!(instance.source, RepoSource::Bundle(_)));
+        assert!(needs_repo("python -m pip install -e ."));
+        assert!(!needs_repo("python -m pip install pytest==8"));
+    }
+}

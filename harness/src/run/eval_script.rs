@@ -1,0 +1,366 @@
+//! The eval script (`eval.sh`), generated exactly as SWE-bench generates it for Python
+//! repositories (spec §5.1), v5's exit-code recording (§5.2), and the split of a script into
+//! the three parts a hardened run executes separately (see `docs/hardening.md`).
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use swerve_log_parsers::{END_TEST_OUTPUT, START_TEST_OUTPUT};
+
+/// The fixed heredoc delimiter of SWE-bench's test-patch application.
+pub const HEREDOC_DELIMITER: &str = "EOF_114329324912";
+
+/// Where SWE-bench's (and swerve's) images hold the repository.
+pub const REPO_DIRECTORY: &str = "/testbed";
+
+/// File endings (`csv` without a dot, as upstream) whose paths are not passed to the test
+/// command.
+const NON_TEST_EXTS: [&str; 11] = [
+    ".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml",
+];
+
+/// What the generator needs from a dataset row and its environment spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptInputs<'a> {
+    /// `owner/name`.
+    pub repo: &'a str,
+    /// The task's base commit.
+    pub base_commit: &'a str,
+    /// The row's `test_patch`.
+    pub test_patch: &'a str,
+    /// The spec's `eval_commands`.
+    pub eval_commands: &'a [String],
+    /// The spec's `install` command(s), run again before the tests.
+    pub install: &'a [String],
+    /// The spec's `test_cmd`.
+    pub test_cmd: &'a str,
+}
+
+/// The source paths (without `a/`) of the diff's file entries whose source is not `/dev/null`
+/// — what SWE-bench resets with `git checkout <base> ...` (unidiff's `PatchedFile.path`).
+pub fn modified_files(patch: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut lines = patch.split('\n').peekable();
+    while let Some(line) = lines.next() {
+        let Some(source) = line.strip_prefix("--- ") else {
+            continue;
+        };
+        let Some(target) = lines.peek().and_then(|l| l.strip_prefix("+++ ")) else {
+            continue;
+        };
+        // unidiff drops a tab-separated timestamp after the file name.
+        let source = source.split('\t').next().unwrap_or(source);
+        let target = target.split('\t').next().unwrap_or(target);
+        if source == "/dev/null" {
+            continue;
+        }
+        let path = match (source.strip_prefix("a/"), target.strip_prefix("b/")) {
+            (Some(s), Some(_)) => s,
+            (Some(s), None) if target == "/dev/null" => s,
+            _ => source,
+        };
+        files.push(path.to_owned());
+    }
+    files
+}
+
+/// Every path captured by `diff --git a/.* b/(.*)` (greedy), as upstream.
+pub fn diff_paths(patch: &str) -> Vec<String> {
+    static DIFF_GIT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"diff --git a/.* b/(.*)").expect("valid regex"));
+    DIFF_GIT
+        .captures_iter(patch)
+        .map(|c| c[1].to_owned())
+        .collect()
+}
+
+/// The test directives (§5.1): the test patch's paths minus non-test files; Django paths become
+/// module labels.
+pub fn test_directives(repo: &str, test_patch: &str) -> Vec<String> {
+    if repo == "swe-bench/humaneval" {
+        return vec!["test.py".to_owned()];
+    }
+    let paths = diff_paths(test_patch)
+        .into_iter()
+        .filter(|p| !NON_TEST_EXTS.iter().any(|ext| p.ends_with(ext)));
+    if repo == "django/django" {
+        paths
+            .map(|p| {
+                let p = p.strip_suffix(".py").unwrap_or(&p);
+                let p = p.strip_prefix("tests/").unwrap_or(p);
+                p.replace('/', ".")
+            })
+            .collect()
+    } else {
+        paths.collect()
+    }
+}
+
+/// The v4 generator's `eval.sh` for a Python repository (what v5 datasets embed).
+pub fn make_eval_script(inputs: &ScriptInputs<'_>) -> String {
+    let test_files = modified_files(inputs.test_patch);
+    let reset_tests = format!(
+        "git checkout {} {}",
+        inputs.base_commit,
+        test_files.join(" ")
+    );
+    let apply_test_patch = format!(
+        "git apply -v - <<'{HEREDOC_DELIMITER}'\n{}\n{HEREDOC_DELIMITER}",
+        inputs.test_patch
+    );
+    let mut test_command = vec![inputs.test_cmd.to_owned()];
+    test_command.extend(test_directives(inputs.repo, inputs.test_patch));
+    let mut lines = vec![
+        "#!/bin/bash".to_owned(),
+        "set -uxo pipefail".to_owned(),
+        "source /opt/miniconda3/bin/activate".to_owned(),
+        "conda activate testbed".to_owned(),
+        format!("cd {REPO_DIRECTORY}"),
+    ];
+    lines.extend(inputs.eval_commands.iter().cloned());
+    lines.extend([
+        format!("git config --global --add safe.directory {REPO_DIRECTORY}"),
+        format!("cd {REPO_DIRECTORY}"),
+        "git status".to_owned(),
+        "git show".to_owned(),
+        format!("git -c core.fileMode=false diff {}", inputs.base_commit),
+        "source /opt/miniconda3/bin/activate".to_owned(),
+        "conda activate testbed".to_owned(),
+    ]);
+    lines.extend(inputs.install.iter().cloned());
+    lines.extend([
+        reset_tests.clone(),
+        apply_test_patch,
+        format!(": '{START_TEST_OUTPUT}'"),
+        test_command.join(" "),
+        format!(": '{END_TEST_OUTPUT}'"),
+        reset_tests,
+    ]);
+    let mut script = lines.join("\n");
+    script.push('\n');
+    script
+}
+
+/// v5's rewrite of a dataset eval script (§5.2): trim, drop the header lines, record the test
+/// command's exit status around the first end marker, re-add the header.
+pub fn with_exit_code(script: &str) -> String {
+    let mut lines: Vec<String> = script
+        .trim()
+        .split('\n')
+        .filter(|l| *l != "#!/bin/bash" && *l != "set -uxo pipefail")
+        .map(str::to_owned)
+        .collect();
+    if let Some(at) = lines.iter().position(|l| l.contains(END_TEST_OUTPUT)) {
+        lines.insert(at, "SWEBENCH_TEST_EXIT_CODE=$?".to_owned());
+        lines.insert(
+            at + 2,
+            "echo \">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE\"".to_owned(),
+        );
+    }
+    format!("#!/bin/bash\nset -uxo pipefail\n{}\n", lines.join("\n"))
+}
+
+/// Adds `-p no:cacheprovider` after a pytest test command (hardened runs), so that tests
+/// cannot read or write pytest's cache (`--lf`-style state a patch could plant).
+pub fn harden_test_cmd(test_cmd: &str) -> String {
+    let is_pytest = test_cmd
+        .split_whitespace()
+        .any(|w| w == "pytest" || w.ends_with("/pytest") || w == "py.test");
+    if is_pytest && !test_cmd.contains("no:cacheprovider") {
+        format!("{test_cmd} -p no:cacheprovider")
+    } else {
+        test_cmd.to_owned()
+    }
+}
+
+/// A v5 eval script cut into the parts a hardened run executes as separate execs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptParts {
+    /// Everything before the start-marker line (setup, install, test-patch application).
+    pub setup: Vec<String>,
+    /// The lines between the start-marker line and `SWEBENCH_TEST_EXIT_CODE=$?`: the test
+    /// command(s).
+    pub tests: Vec<String>,
+    /// The lines after the end-marker line (the exit-code echo and the test-file reset).
+    pub teardown: Vec<String>,
+}
+
+/// Why a script cannot be split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the eval script lacks the start marker, the exit-code line or the end marker")]
+pub struct NoMarkers;
+
+impl ScriptParts {
+    /// Splits the output of [`with_exit_code`] at the marker lines.
+    pub fn split(script: &str) -> Result<ScriptParts, NoMarkers> {
+        let lines: Vec<&str> = script
+            .trim_end_matches('\n')
+            .split('\n')
+            .skip_while(|l| *l == "#!/bin/bash" || *l == "set -uxo pipefail")
+            .collect();
+        let start = lines
+            .iter()
+            .position(|l| l.contains(START_TEST_OUTPUT))
+            .ok_or(NoMarkers)?;
+        let code = lines
+            .iter()
+            .skip(start)
+            .position(|l| *l == "SWEBENCH_TEST_EXIT_CODE=$?")
+            .map(|i| i + start)
+            .ok_or(NoMarkers)?;
+        let end = code + 1;
+        if !lines.get(end).is_some_and(|l| l.contains(END_TEST_OUTPUT)) {
+            return Err(NoMarkers);
+        }
+        let own = |s: &[&str]| s.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>();
+        Ok(ScriptParts {
+            setup: own(&lines[..start]),
+            tests: own(&lines[start + 1..code]),
+            teardown: own(&lines[end + 1..]),
+        })
+    }
+
+    /// The setup script; it ends by saving the exported environment to `env_file` so that
+    /// the test part runs with the same variables (an exec does not inherit them).
+    pub fn setup_script(&self, env_file: &str) -> String {
+        script(
+            self.setup
+                .iter()
+                .cloned()
+                // The sandbox's per-exec kill token must not travel to the next exec.
+                .chain([format!(
+                    "export -p | grep -v '^declare -x SWERVE_EXEC=' > {env_file}"
+                )]),
+        )
+    }
+
+    /// The test script: restore the environment, print the start marker tagged with `nonce`,
+    /// run the tests. Its exit status is the test command's.
+    pub fn tests_script(&self, env_file: &str, nonce: &str) -> String {
+        script(
+            [
+                // Untraced: the variables are the setup's, not news for the log.
+                format!("{{ set +x; }} 2>/dev/null; source {env_file} 2>/dev/null; set -x"),
+                format!("cd {REPO_DIRECTORY}"),
+                format!(": '{START_TEST_OUTPUT} {nonce}'"),
+            ]
+            .into_iter()
+            .chain(self.tests.iter().cloned()),
+        )
+    }
+
+    /// The teardown script: record `exit_code` (measured by the host), print the end marker
+    /// tagged with `nonce`, then the script's own remaining lines.
+    pub fn teardown_script(&self, exit_code: i64, nonce: &str) -> String {
+        script(
+            [
+                format!("cd {REPO_DIRECTORY}"),
+                format!("SWEBENCH_TEST_EXIT_CODE={exit_code}"),
+                format!(": '{END_TEST_OUTPUT} {nonce}'"),
+            ]
+            .into_iter()
+            .chain(self.teardown.iter().cloned()),
+        )
+    }
+}
+
+fn script(lines: impl Iterator<Item = String>) -> String {
+    let mut text = "#!/bin/bash\nset -uxo pipefail\n".to_owned();
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEST_PATCH: &str = "diff --git a/tests/test_a.py b/tests/test_a.py\nindex 1..2 100644\n--- a/tests/test_a.py\n+++ b/tests/test_a.py\n@@ -1 +1 @@\n-x\n+y\ndiff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n--- /dev/null\n+++ b/tests/test_new.py\n@@ -0,0 +1 @@\n+z\ndiff --git a/tests/data.json b/tests/data.json\n--- a/tests/data.json\n+++ b/tests/data.json\n@@ -1 +1 @@\n-1\n+2\n";
+
+    #[test]
+    fn files_and_directives() {
+        assert_eq!(
+            modified_files(TEST_PATCH),
+            ["tests/test_a.py", "tests/data.json"]
+        );
+        assert_eq!(
+            test_directives("o/r", TEST_PATCH),
+            ["tests/test_a.py", "tests/test_new.py"]
+        );
+        assert_eq!(
+            test_directives(
+                "django/django",
+                "diff --git a/tests/auth_tests/test_validators.py b/tests/auth_tests/test_validators.py\n"
+            ),
+            ["auth_tests.test_validators"]
+        );
+    }
+
+    #[test]
+    fn script_shape_and_exit_code() {
+        let inputs = ScriptInputs {
+            repo: "o/r",
+            base_commit: "abc",
+            test_patch: TEST_PATCH,
+            eval_commands: &[],
+            install: &["python -m pip install -e .".to_owned()],
+            test_cmd: "pytest -rA",
+        };
+        let script = with_exit_code(&make_eval_script(&inputs));
+        assert!(script.starts_with("#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate\nconda activate testbed\ncd /testbed\ngit config"));
+        assert!(script.contains("\n+z\n\nEOF_114329324912\n: '>>>>> Start Test Output'\npytest -rA tests/test_a.py tests/test_new.py\nSWEBENCH_TEST_EXIT_CODE=$?\n: '>>>>> End Test Output'\necho \">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE\"\ngit checkout abc tests/test_a.py tests/data.json\n"));
+        let parts = ScriptParts::split(&script).expect("markers");
+        assert_eq!(
+            parts.tests,
+            ["pytest -rA tests/test_a.py tests/test_new.py"]
+        );
+        assert_eq!(
+            parts.setup.last().map(String::as_str),
+            Some("EOF_114329324912")
+        );
+        assert_eq!(parts.teardown.len(), 2);
+        assert!(
+            parts
+                .teardown_script(1, "n0")
+                .contains("SWEBENCH_TEST_EXIT_CODE=1\n: '>>>>> End Test Output n0'\necho")
+        );
+        assert_eq!(ScriptParts::split("#!/bin/bash\necho\n"), Err(NoMarkers));
+    }
+
+    #[test]
+    fn hardened_test_command() {
+        assert_eq!(
+            harden_test_cmd("pytest -rA"),
+            "pytest -rA -p no:cacheprovider"
+        );
+        assert_eq!(
+            harden_test_cmd("./tests/runtests.py --verbosity 2"),
+            "./tests/runtests.py --verbosity 2"
+        );
+    }
+
+    /// The real v5 row's eval script is what the generator makes from the row and its spec.
+    #[test]
+    fn reproduces_a_real_dataset_script() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/data/swebench-logs/django__django-14007.gold/instance.json");
+        let Ok(text) = std::fs::read_to_string(&dir) else {
+            panic!("fixture {} missing", dir.display());
+        };
+        let row: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let inputs = ScriptInputs {
+            repo: "django/django",
+            base_commit: row["base_commit"].as_str().expect("base"),
+            test_patch: row["test_patch"].as_str().expect("test patch"),
+            eval_commands: &[],
+            install: &["python -m pip install -e .".to_owned()],
+            test_cmd: "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+        };
+        assert_eq!(
+            make_eval_script(&inputs),
+            row["eval_script"].as_str().expect("script")
+        );
+    }
+}

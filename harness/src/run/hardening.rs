@@ -1,0 +1,187 @@
+//! The hardened run's defences that live in the container (see `docs/hardening.md`): which
+//! files a model patch may not contribute to the test run, the scripts that find and reset
+//! them, the process sweep between the execs of a split eval script, and host-side nonces.
+
+use std::collections::BTreeSet;
+
+/// Files pytest (or Python) reads as configuration or hooks when the tests start.
+const CONFIG_FILES: [&str; 7] = [
+    "conftest.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    "sitecustomize.py",
+    "usercustomize.py",
+];
+
+/// Whether a path is test infrastructure: a file under a `tests`/`test`/`testing` folder, a
+/// `test_*.py` / `*_test.py` / `*_tests.py` module, a `conftest.py`, a pytest or Python start-up
+/// configuration file, or a `.pth` file. A model patch's additions and changes to these are
+/// removed or reset before the tests run.
+pub fn is_test_infrastructure(path: &str) -> bool {
+    let mut parts = path.split('/').collect::<Vec<_>>();
+    let name = parts.pop().unwrap_or(path);
+    parts
+        .iter()
+        .any(|d| matches!(*d, "tests" | "test" | "testing"))
+        || (name.starts_with("test_") && name.ends_with(".py"))
+        || name.ends_with("_test.py")
+        || name.ends_with("_tests.py")
+        || CONFIG_FILES.contains(&name)
+        || name.ends_with(".pth")
+}
+
+/// Lists untracked files (ignored ones included), NUL-separated, from `/testbed`.
+pub const UNTRACKED_CMD: [&str; 4] = ["git", "ls-files", "--others", "-z"];
+
+/// Tracked files whose working-tree content differs from `base` (changed or deleted).
+pub fn changed_tracked_cmd(base: &str) -> Vec<String> {
+    [
+        "git",
+        "-c",
+        "core.fileMode=false",
+        "diff",
+        "--name-only",
+        "-z",
+        base,
+    ]
+    .map(str::to_owned)
+    .into_iter()
+    .collect()
+}
+
+/// Splits NUL-separated git output.
+pub fn nul_list(output: &[u8]) -> BTreeSet<String> {
+    output
+        .split(|b| *b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect()
+}
+
+/// What the model patch contributed to test infrastructure, and so is undone.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Undone {
+    /// Tracked files the patch changed or deleted, restored from the base commit.
+    pub restored: Vec<String>,
+    /// Files the patch added, removed.
+    pub removed: Vec<String>,
+}
+
+impl Undone {
+    /// Computes the files to undo from the untracked files before and after the patch and the
+    /// tracked files changed after it.
+    pub fn compute(
+        untracked_before: &BTreeSet<String>,
+        untracked_after: &BTreeSet<String>,
+        changed: &BTreeSet<String>,
+    ) -> Undone {
+        Undone {
+            restored: changed
+                .iter()
+                .filter(|p| is_test_infrastructure(p))
+                .cloned()
+                .collect(),
+            removed: untracked_after
+                .difference(untracked_before)
+                .filter(|p| is_test_infrastructure(p))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// Whether nothing is to be undone.
+    pub fn is_empty(&self) -> bool {
+        self.restored.is_empty() && self.removed.is_empty()
+    }
+
+    /// The command that undoes it (run in `/testbed`, no shell).
+    pub fn commands(&self, base: &str) -> Vec<Vec<String>> {
+        let mut cmds = Vec::new();
+        if !self.restored.is_empty() {
+            let mut c: Vec<String> = ["git", "checkout", base, "--"].map(str::to_owned).to_vec();
+            c.extend(self.restored.iter().cloned());
+            cmds.push(c);
+        }
+        if !self.removed.is_empty() {
+            let mut c: Vec<String> = ["rm", "-f", "--"].map(str::to_owned).to_vec();
+            c.extend(self.removed.iter().cloned());
+            cmds.push(c);
+        }
+        cmds
+    }
+}
+
+/// Git hooks off for the whole container: the eval script's `git checkout` would otherwise
+/// run a `post-checkout` hook a patch planted under `.git/hooks` (via `patch`).
+pub const NO_HOOKS_CMD: [&str; 5] = ["git", "config", "--global", "core.hooksPath", "/dev/null"];
+
+/// Prints the container's idle process (the child of PID 1 present right after start).
+pub const IDLE_PID_SCRIPT: &str =
+    "cat /proc/1/task/1/children 2>/dev/null | tr ' ' '\\n' | head -n 1";
+
+/// Kills every process in the container except PID 1 (Docker's init), the idle process that
+/// keeps the container alive, and this script and its parent (the exec's `timeout`). Only
+/// shell built-ins run inside the loop, so the script forks nothing it would have to spare.
+pub fn kill_all_script(idle_pid: u32) -> String {
+    format!(
+        "keep=\" 1 {idle_pid} $$ $PPID \"; for p in /proc/[0-9]*; do pid=${{p#/proc/}}; \
+         case \"$keep\" in *\" $pid \"*) continue;; esac; kill -9 \"$pid\" 2>/dev/null; done; true"
+    )
+}
+
+/// A fresh random tag (32 hex digits) from the host's `/dev/urandom`.
+pub fn nonce() -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 16];
+    fs_err::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(hex::encode(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_infrastructure_paths() {
+        for p in [
+            "tests/conftest.py",
+            "conftest.py",
+            "pkg/sub/conftest.py",
+            "tests/test_x.py",
+            "pkg/test_x.py",
+            "x_test.py",
+            "pytest.ini",
+            "pyproject.toml",
+            "evil.pth",
+            "testing/helpers.py",
+        ] {
+            assert!(is_test_infrastructure(p), "{p}");
+        }
+        for p in [
+            "spans/interval.py",
+            "README.md",
+            "pkg/testutil.py",
+            "contest.py",
+        ] {
+            assert!(!is_test_infrastructure(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn undo_only_model_additions() {
+        let set = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
+        let undone = Undone::compute(
+            &set(&["build/x.pyc"]),
+            &set(&["build/x.pyc", "tests/conftest.py", "pkg/new.py"]),
+            &set(&["tests/test_a.py", "pkg/a.py"]),
+        );
+        assert_eq!(undone.removed, ["tests/conftest.py"]);
+        assert_eq!(undone.restored, ["tests/test_a.py"]);
+        assert_eq!(undone.commands("b").len(), 2);
+        assert_eq!(nul_list(b"a\0b c\0"), set(&["a", "b c"]));
+        assert!(kill_all_script(7).contains("keep=\" 1 7 $$ $PPID \""));
+        assert_eq!(nonce().unwrap().len(), 32);
+    }
+}

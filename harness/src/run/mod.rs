@@ -1,0 +1,514 @@
+//! `harness run`: SWE-bench's `run_evaluation` on swerve's sandbox (spec §§3–9).
+//!
+//! The flow: resolve the dataset ([`source`]) and predictions, sweep containers left by an
+//! earlier run with this id, make the images ([`crate::images`]), generate each eval script
+//! ([`eval_script`]), reuse results whose content key matches ([`cache`]), evaluate the rest
+//! with at most `max_workers` containers at once ([`instance`]), and write the run report with
+//! [`crate::report`]. Hardened mode (default) is described in `docs/hardening.md`.
+
+pub mod apply;
+pub mod cache;
+pub mod eval_script;
+pub mod evaluate;
+pub mod hardening;
+pub mod instance;
+pub mod instance_log;
+pub mod rewrite;
+pub mod source;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use swerve_host::EvaluatorPlugin;
+use swerve_log_parsers::{LogText, classify_infra_failure};
+use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
+
+use crate::images::{self, ImageRecipe};
+use crate::predictions::{self, Prediction, PredictionsError};
+use crate::report::{
+    DockerLeftovers, RunResults, SubmittedPrediction, build_run_report, render_run_report,
+    run_report_file_name,
+};
+use cache::{InstanceMeta, META_FILE, OutcomeKind, Resume};
+use eval_script::{ScriptInputs, harden_test_cmd, make_eval_script, with_exit_code};
+pub use instance::{InstanceResult, Job, Mode, RunContext};
+use source::DatasetSource;
+
+/// A validated `harness run`.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The run id: log folder, container names and labels.
+    pub run_id: String,
+    /// The dataset, already filtered to `-i` ids.
+    pub source: DatasetSource,
+    /// The `-i` ids (for the missing-predictions warning).
+    pub instance_ids: Vec<String>,
+    /// Every prediction.
+    pub predictions: Vec<Prediction>,
+    /// Containers at once (at least 1).
+    pub max_workers: usize,
+    /// Limit for one instance's eval script.
+    pub timeout: Duration,
+    /// The folder holding `run_evaluation/` (SWE-bench: `logs`).
+    pub log_root: PathBuf,
+    /// Where the run report goes.
+    pub report_dir: PathBuf,
+    /// Hardened or compatible.
+    pub mode: Mode,
+    /// Which earlier results are reused.
+    pub resume: Resume,
+    /// Container limits.
+    pub limits: Limits,
+}
+
+/// Why a run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// An invalid run id.
+    #[error("invalid run id `{0}`: use letters, digits, `.`, `_` and `-`")]
+    RunId(String),
+    /// The predictions do not fit the dataset.
+    #[error(transparent)]
+    Predictions(#[from] PredictionsError),
+    /// Docker could not be reached or swept.
+    #[error("sandbox")]
+    Sandbox(#[from] swerve_sandbox::Error),
+    /// The base image could not be made.
+    #[error(transparent)]
+    Images(#[from] images::ImagesError),
+    /// A file could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Progress reports (the binary draws a bar).
+pub trait Progress: Send + Sync {
+    /// A line for the user (stderr).
+    fn message(&self, text: &str);
+    /// Evaluation starts: `total` instances, `reused` of them from an earlier run.
+    fn start(&self, total: usize, reused: usize);
+    /// One instance finished.
+    fn done(&self, result: &InstanceResult);
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// The run report and the printed summary's numbers.
+    pub results: RunResults,
+    /// The report file written.
+    pub report_file: PathBuf,
+    /// Every instance evaluated or reused.
+    pub instances: Vec<InstanceResult>,
+}
+
+impl RunSummary {
+    /// Ids whose failure is swerve's (infrastructure or the log parser), not the model's.
+    pub fn infra_errors(&self) -> Vec<&str> {
+        self.instances
+            .iter()
+            .filter(|r| r.outcome.is_infra())
+            .map(|r| r.instance_id.as_str())
+            .collect()
+    }
+}
+
+/// Whether a run id is usable in container names and paths.
+pub fn valid_run_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+/// `logs/run_evaluation/<run_id>/`.
+pub fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
+    log_root.join("run_evaluation").join(run_id)
+}
+
+/// The eval script of a row: generated from its environment spec (hardened: with
+/// `-p no:cacheprovider`), else the row's own `eval_script`; v5's exit-code lines added.
+pub fn eval_script_for(
+    source: &DatasetSource,
+    row: &crate::dataset::Instance,
+    mode: Mode,
+) -> Option<(String, String)> {
+    if let Some(env) = source.environments.get(row) {
+        let test_cmd = env.test_cmd.as_script_text();
+        let test_cmd = match mode {
+            Mode::Hardened => harden_test_cmd(&test_cmd),
+            Mode::Compat => test_cmd,
+        };
+        let install = env.install.to_vec();
+        let script = make_eval_script(&ScriptInputs {
+            repo: &row.repo,
+            base_commit: row.base_commit.as_deref().unwrap_or("HEAD"),
+            test_patch: row.test_patch.as_deref().unwrap_or(""),
+            eval_commands: &env.eval_commands,
+            install: &install,
+            test_cmd: &test_cmd,
+        });
+        return Some((with_exit_code(&script), test_cmd));
+    }
+    row.eval_script
+        .as_deref()
+        .map(|s| (with_exit_code(s), String::new()))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), RunError> {
+    if let Some(parent) = path.parent() {
+        fs_err::create_dir_all(parent).map_err(|source| RunError::Write {
+            path: parent.to_owned(),
+            source,
+        })?;
+    }
+    cache::write_atomic(path, text).map_err(|source| RunError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// `run.json` (v5): dataset, split, task repository and creation time, 2-space JSON.
+fn write_run_json(config: &RunConfig, split: &str) -> Result<(), RunError> {
+    let value = serde_json::json!({
+        "dataset": config.source.name,
+        "split": split,
+        "task_repo": null,
+        "created_at": instance_log::iso_seconds(instance_log::now()),
+    });
+    let mut text = serde_json::to_string_pretty(&value).expect("json");
+    text.push('\n');
+    write(
+        &run_dir(&config.log_root, &config.run_id).join("run.json"),
+        &text,
+    )
+}
+
+/// Records an instance that could not even start (image or script missing).
+fn record_failure(
+    dir: &Path,
+    instance_id: &str,
+    outcome: OutcomeKind,
+    error: String,
+) -> InstanceResult {
+    let _ = fs_err::create_dir_all(dir);
+    if let Ok(log) = instance_log::InstanceLog::create(&dir.join("run_instance.log"), instance_id) {
+        log.error(&format!("Error in evaluation for {instance_id}: {error}"));
+    }
+    let _ = fs_err::remove_file(dir.join("report.json"));
+    let meta = InstanceMeta {
+        cache_key: String::new(),
+        image_id: String::new(),
+        mode: String::new(),
+        outcome,
+        error: Some(error),
+        hardened: None,
+        undone: None,
+        overhead_ms: 0,
+        tests_ms: 0,
+    };
+    let _ = cache::write_atomic(
+        &dir.join(META_FILE),
+        &serde_json::to_string_pretty(&meta).expect("json"),
+    );
+    InstanceResult {
+        instance_id: instance_id.to_owned(),
+        outcome,
+        reused: false,
+        overhead: Duration::ZERO,
+        tests: Duration::ZERO,
+    }
+}
+
+/// Runs the evaluation and writes the run report.
+pub async fn run(
+    config: &RunConfig,
+    split: &str,
+    evaluator: EvaluatorPlugin,
+    progress: &dyn Progress,
+) -> Result<RunSummary, RunError> {
+    if !valid_run_id(&config.run_id) {
+        return Err(RunError::RunId(config.run_id.clone()));
+    }
+    predictions::check_in_dataset(&config.predictions, &config.source.all_ids)?;
+    let by_id: BTreeMap<&str, &Prediction> = config
+        .predictions
+        .iter()
+        .map(|p| (p.instance_id.as_str(), p))
+        .collect();
+    let missing = config
+        .instance_ids
+        .iter()
+        .filter(|id| !by_id.contains_key(id.as_str()))
+        .count();
+    if missing > 0 {
+        progress.message(&format!(
+            "Warning: Missing predictions for {missing} instance IDs."
+        ));
+    }
+    let model = config
+        .predictions
+        .first()
+        .map_or_else(|| "None".to_owned(), Prediction::model_dir_name);
+    write_run_json(config, split)?;
+
+    let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
+    let swept = sandbox.sweep(Some(&config.run_id)).await?;
+    if !swept.is_empty() {
+        progress.message(&format!(
+            "Removed {} containers left by an earlier run of {}",
+            swept.len(),
+            config.run_id
+        ));
+    }
+
+    let to_run: Vec<(&crate::dataset::Instance, &Prediction)> = config
+        .source
+        .rows
+        .iter()
+        .filter_map(|row| by_id.get(row.instance_id.as_str()).map(|p| (row, *p)))
+        .filter(|(_, p)| !p.is_empty_patch())
+        .collect();
+
+    let needs_base = to_run
+        .iter()
+        .any(|(row, _)| config.source.environments.get(row).is_some());
+    let base = if needs_base {
+        progress.message("Preparing images");
+        images::ensure_base(&sandbox).await?.info.name
+    } else {
+        String::new()
+    };
+
+    let ctx = RunContext {
+        sandbox: sandbox.clone(),
+        evaluator,
+        run_id: config.run_id.clone(),
+        timeout: config.timeout,
+        limits: config.limits.clone(),
+        mode: config.mode,
+    };
+    let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
+    let workers = config.max_workers.max(1);
+
+    // Images and jobs, `workers` at a time (builds of one recipe are serialised by the
+    // sandbox's build lock).
+    let prepared: Vec<Result<Job, InstanceResult>> = futures_util::stream::iter(to_run.iter())
+        .map(|(row, pred)| {
+            let sandbox = &sandbox;
+            let base = &base;
+            let model_dir = &model_dir;
+            async move {
+                let dir = model_dir.join(&row.instance_id);
+                let fail = |outcome, e: String| record_failure(&dir, &row.instance_id, outcome, e);
+                let recipe = match images::recipe(
+                    row,
+                    &config.source.environments,
+                    &config.source.repos_dir,
+                    base,
+                ) {
+                    Ok(r) => r,
+                    Err(e) => return Err(fail(OutcomeKind::InfraError, format!("{e:#}"))),
+                };
+                let image = recipe.image_name();
+                let info = match images::ensure(sandbox, &recipe).await {
+                    Ok(t) => t
+                        .last()
+                        .map(|t| t.info.clone())
+                        .expect("one image at least"),
+                    Err(e) => {
+                        let e = match (&recipe, &e) {
+                            (
+                                ImageRecipe::Prebuilt(name),
+                                images::ImagesError::Sandbox {
+                                    source: swerve_sandbox::Error::ImageNotFound { .. },
+                                    ..
+                                },
+                            ) => {
+                                format!("Image {name} not found for {}", row.instance_id)
+                            }
+                            _ => error_chain(&e),
+                        };
+                        return Err(fail(OutcomeKind::InfraError, e));
+                    }
+                };
+                let Some((eval_script, test_command)) =
+                    eval_script_for(&config.source, row, config.mode)
+                else {
+                    return Err(fail(
+                        OutcomeKind::InfraError,
+                        "no environment spec and no eval_script in the row".to_owned(),
+                    ));
+                };
+                let patch = pred.model_patch.clone().unwrap_or_default();
+                let log_parser = row
+                    .log_parser
+                    .clone()
+                    .or_else(|| {
+                        config
+                            .source
+                            .environments
+                            .get(row)
+                            .and_then(|e| e.log_parser.clone())
+                    })
+                    .unwrap_or_default();
+                Ok(Job {
+                    cache_key: cache::cache_key(
+                        &info.id,
+                        &patch,
+                        &eval_script,
+                        config.mode.as_str(),
+                    ),
+                    row: (*row).clone(),
+                    patch,
+                    eval_script,
+                    image,
+                    image_id: info.id,
+                    dir,
+                    log_parser,
+                    test_command,
+                })
+            }
+        })
+        .buffer_unordered(workers)
+        .collect()
+        .await;
+
+    let mut instances = Vec::new();
+    let mut jobs = Vec::new();
+    for p in prepared {
+        match p {
+            Ok(job) if cache::reusable(&job.dir, &job.cache_key, config.resume) => {
+                let outcome =
+                    cache::read_meta(&job.dir).map_or(OutcomeKind::Unresolved, |m| m.outcome);
+                instances.push(InstanceResult {
+                    instance_id: job.row.instance_id.clone(),
+                    outcome,
+                    reused: true,
+                    overhead: Duration::ZERO,
+                    tests: Duration::ZERO,
+                });
+            }
+            Ok(job) => jobs.push(job),
+            Err(failed) => instances.push(failed),
+        }
+    }
+    let reused = instances.iter().filter(|r| r.reused).count();
+    if reused > 0 {
+        progress.message(&format!("{reused} instances already run, skipping..."));
+    }
+    progress.start(instances.len() + jobs.len(), reused);
+    for r in &instances {
+        progress.done(r);
+    }
+    let evaluated: Vec<InstanceResult> = futures_util::stream::iter(jobs.iter())
+        .map(|job| {
+            let ctx = &ctx;
+            async move {
+                let result = instance::run_instance(ctx, job).await;
+                progress.done(&result);
+                result
+            }
+        })
+        .buffer_unordered(workers)
+        .collect()
+        .await;
+    instances.extend(evaluated);
+    instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+
+    let docker = leftovers(&sandbox, &config.run_id, &config.source, &base).await;
+    let results = make_report(config, &model_dir, Some(docker));
+    let file = config
+        .report_dir
+        .join(run_report_file_name(&model, &config.run_id));
+    write(&file, &render_run_report(&results.report))?;
+    Ok(RunSummary {
+        results,
+        report_file: file,
+        instances,
+    })
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// Containers still labelled with the run id, and dataset images present locally.
+async fn leftovers(
+    sandbox: &Sandbox,
+    run_id: &str,
+    source: &DatasetSource,
+    base: &str,
+) -> DockerLeftovers {
+    let containers = sandbox.list(Some(run_id)).await.unwrap_or_default();
+    let mut images = Vec::new();
+    for row in &source.rows {
+        let Ok(recipe) = images::recipe(row, &source.environments, &source.repos_dir, base) else {
+            continue;
+        };
+        let name = recipe.image_name();
+        if matches!(sandbox.image_info(&name).await, Ok(Some(_))) {
+            images.push(name);
+        }
+    }
+    let mut containers = containers;
+    containers.sort();
+    images.sort();
+    DockerLeftovers {
+        unstopped_instances: containers.len(),
+        unstopped_containers: containers,
+        unremoved_images: images,
+    }
+}
+
+/// The run report from the files under the model's log folder.
+pub fn make_report(
+    config: &RunConfig,
+    model_dir: &Path,
+    docker: Option<DockerLeftovers>,
+) -> RunResults {
+    let dataset_ids: Vec<String> = config
+        .source
+        .rows
+        .iter()
+        .map(|r| r.instance_id.clone())
+        .collect();
+    let submitted: Vec<SubmittedPrediction<'_>> = config
+        .predictions
+        .iter()
+        .map(|p| SubmittedPrediction {
+            instance_id: &p.instance_id,
+            model_patch: p.model_patch.as_deref(),
+        })
+        .collect();
+    build_run_report(
+        &dataset_ids,
+        &submitted,
+        |id| fs_err::read_to_string(model_dir.join(id).join("report.json")).ok(),
+        |id| {
+            let dir = model_dir.join(id);
+            let mut text = fs_err::read_to_string(dir.join("test_output.txt")).unwrap_or_default();
+            text.push('\n');
+            text.push_str(
+                &fs_err::read_to_string(dir.join("run_instance.log")).unwrap_or_default(),
+            );
+            classify_infra_failure(&LogText::new(&text))
+        },
+        docker,
+    )
+}

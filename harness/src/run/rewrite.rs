@@ -1,0 +1,103 @@
+//! `harness report`: re-grade the `test_output.txt` files of a run without containers
+//! (SWE-bench's `--rewrite_reports`) and write the run report again. Hardened results are
+//! re-graded with the nonces and exit code recorded in `swerve.json`.
+
+use std::path::PathBuf;
+
+use swerve_host::EvaluatorPlugin;
+use swerve_log_parsers::LogText;
+
+use super::cache::{self, OutcomeKind};
+use super::evaluate::{
+    ParseFailure, evaluate_compat, evaluate_hardened, grade_evaluation, status_map,
+};
+use super::{RunConfig, RunError, eval_script_for, make_report, run_dir};
+use crate::grading::PatchState;
+use crate::report::{RunResults, render_instance_report, render_run_report, run_report_file_name};
+
+/// Re-grades every instance folder that has a `test_output.txt`; returns the run report and
+/// the file it was written to.
+pub fn rewrite_reports(
+    config: &RunConfig,
+    evaluator: &EvaluatorPlugin,
+) -> Result<(RunResults, PathBuf), RunError> {
+    let model = config.predictions.first().map_or_else(
+        || "None".to_owned(),
+        crate::predictions::Prediction::model_dir_name,
+    );
+    let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
+    for row in &config.source.rows {
+        let dir = model_dir.join(&row.instance_id);
+        let Ok(raw) = fs_err::read_to_string(dir.join("test_output.txt")) else {
+            continue;
+        };
+        let meta = cache::read_meta(&dir);
+        let test_command = eval_script_for(&config.source, row, config.mode)
+            .map(|(_, c)| c)
+            .unwrap_or_default();
+        let context = swerve_host::LogContext {
+            repo: row.repo.clone(),
+            instance_id: row.instance_id.clone(),
+            test_command,
+            version: row.version.clone().unwrap_or_default(),
+            parser: row
+                .log_parser
+                .clone()
+                .or_else(|| {
+                    config
+                        .source
+                        .environments
+                        .get(row)
+                        .and_then(|e| e.log_parser.clone())
+                })
+                .unwrap_or_default(),
+        };
+        let parse = |t: &str| {
+            evaluator
+                .parse(t, &context)
+                .map(status_map)
+                .map_err(|f| ParseFailure(format!("{}: {}", f.class, f.message)))
+        };
+        let text = LogText::new(&raw);
+        let evaluation = match meta.as_ref().and_then(|m| m.hardened.as_ref()) {
+            Some(region) => evaluate_hardened(&text, region, &parse),
+            None => evaluate_compat(&text, &parse),
+        };
+        let Ok(evaluation) = evaluation else {
+            tracing::warn!(instance = %row.instance_id, "log parser failed; report left as it is");
+            continue;
+        };
+        let graded = grade_evaluation(row, &text, PatchState::Present, evaluation);
+        let path = dir.join("report.json");
+        cache::write_atomic(
+            &path,
+            &render_instance_report(&row.instance_id, &graded.report),
+        )
+        .map_err(|source| RunError::Write { path, source })?;
+        if let Some(mut meta) = meta {
+            meta.outcome = if graded.report.resolved {
+                OutcomeKind::Resolved
+            } else {
+                OutcomeKind::Unresolved
+            };
+            let path = dir.join(cache::META_FILE);
+            cache::write_atomic(&path, &serde_json::to_string_pretty(&meta).expect("json"))
+                .map_err(|source| RunError::Write { path, source })?;
+        }
+    }
+    let results = make_report(config, &model_dir, None);
+    let file = config
+        .report_dir
+        .join(run_report_file_name(&model, &config.run_id));
+    fs_err::create_dir_all(&config.report_dir).map_err(|source| RunError::Write {
+        path: config.report_dir.clone(),
+        source,
+    })?;
+    cache::write_atomic(&file, &render_run_report(&results.report)).map_err(|source| {
+        RunError::Write {
+            path: file.clone(),
+            source,
+        }
+    })?;
+    Ok((results, file))
+}
