@@ -310,7 +310,7 @@ mod tests {
         };
         let script = with_exit_code(&make_eval_script(&inputs));
         assert!(script.starts_with("#!/bin/bash\nset -uxo pipefail\nsource /opt/miniconda3/bin/activate\nconda activate testbed\ncd /testbed\ngit config"));
-        assert!(script.contains("\n+z\n\nEOF_114329324912\n: '>>>>> Start Test Output'\npytest -rA tests/test_a.py tests/test_new.py\nSWEBENCH_TEST_EXIT_CODE=$?\n: '>>>>> End Test Output'\necho \">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE\"\ngit checkout abc tests/test_a.py tests/data.json\n"));
+        assert!(script.contains("\n+2\n\nEOF_114329324912\n: '>>>>> Start Test Output'\npytest -rA tests/test_a.py tests/test_new.py\nSWEBENCH_TEST_EXIT_CODE=$?\n: '>>>>> End Test Output'\necho \">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE\"\ngit checkout abc tests/test_a.py tests/data.json\n"));
         let parts = ScriptParts::split(&script).expect("markers");
         assert_eq!(
             parts.tests,

@@ -226,8 +226,12 @@ mod tests {
                    + : '>>>>> Start Test Output s1'\nFAILED t::a - boom\n\
                    + : '>>>>> End Test Output e1'\n>>>>> Test Exit Code: 1\n";
         let text = LogText::new(log);
-        let compat = evaluate_compat(&text, &pytest).unwrap().unwrap();
-        assert_eq!(compat.status_map.get("t::a").unwrap().as_str(), "PASSED");
+        // Upstream grades the first (forged) section; only its exit-code cross-check objects.
+        let compat = evaluate_compat(&text, &pytest);
+        assert!(
+            format!("{compat:?}").contains("ExitCodeContradictsResults"),
+            "{compat:?}"
+        );
         let hard = evaluate_hardened(&text, &region(1), &pytest)
             .unwrap()
             .unwrap();
