@@ -116,7 +116,9 @@ do_build() {
         local cap=${CUDA_COMPUTE_CAP:-90}
         echo "no working nvidia-smi: stub reporting compute capability $cap for dfdx's build script"
         mkdir -p "$OUT_DIR/stub-bin"
-        printf '#!/bin/sh\necho %s.%s\n' "${cap:0:1}" "${cap:1}" >"$OUT_DIR/stub-bin/nvidia-smi"
+        # dfdx's build script asks with --format=csv and expects the header line first.
+        printf '#!/bin/sh\ncase "$*" in *noheader*) ;; *) echo compute_cap ;; esac\necho %s.%s\n' \
+            "${cap:0:1}" "${cap:1}" >"$OUT_DIR/stub-bin/nvidia-smi"
         chmod +x "$OUT_DIR/stub-bin/nvidia-smi"
         export PATH="$OUT_DIR/stub-bin:$PATH" CUDA_COMPUTE_CAP=$cap
     fi

@@ -108,6 +108,36 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A training data file (tasks, prompt/completion pairs) has a line that does not parse.
+    #[error("{path}, line {line}: {reason}")]
+    Data {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The GRPO settings are invalid.
+    #[error("GRPO settings")]
+    GrpoConfig(#[source] crate::grpo::GrpoError),
+    /// A training run was asked for something it cannot do (settings, resume state, shapes).
+    #[error("training: {reason}")]
+    Training {
+        /// What is wrong.
+        reason: String,
+    },
+    /// The reward plugins could not be loaded or run.
+    #[error("reward plugins")]
+    Reward(#[source] swerve_host::HostError),
+    /// A plot could not be drawn or written.
+    #[error("cannot draw plot {path}: {reason}")]
+    Plot {
+        /// The PNG file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -11,10 +11,12 @@
 //! and not a general model zoo: other architectures, RoPE scaling and quantised weights are
 //! rejected with an [`error::Error`] naming the config field.
 
-pub mod cli;
-pub mod grpo;
 pub mod checkpoint;
+pub mod cli;
 pub mod error;
 pub mod generate;
+pub mod grpo;
 pub mod model;
+pub mod prompt;
 pub mod tokenizer;
+pub mod train;

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod train_args;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use swerve_trainer::generate::{SamplingConfig, generate};
@@ -34,6 +36,23 @@ enum Command {
         #[arg(long)]
         case: PathBuf,
     },
+    /// Train the bundled byte-level BPE tokenizer on the repository's text and write tokenizer.json
+    Tokenizer {
+        /// Repository root holding harness/datasets/swerve-mini and harness/samples
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Where to write the tokenizer
+        #[arg(long, default_value = "trainer/assets/tiny/tokenizer.json")]
+        out: PathBuf,
+    },
+    /// Supervised warm-up on prompt/completion pairs (loss on completion tokens only)
+    Sft(train_args::SftArgs),
+    /// GRPO with reward plugins on a task dataset; metrics, plots and resumable checkpoints
+    Grpo(train_args::GrpoArgs),
+    /// Write SWE-bench predictions (instance_id, model_name_or_path, model_patch) for a dataset
+    Predict(train_args::PredictArgs),
+    /// The bundled end-to-end run on swerve-mini: tiny model, SFT, GRPO, plots, predictions
+    Demo(train_args::DemoArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -85,6 +104,15 @@ fn main() -> ExitCode {
         Command::Loss { case } => {
             swerve_trainer::cli::loss::run(&case).map(|json| println!("{json}"))
         }
+        Command::Tokenizer { root, out } => {
+            let spec = swerve_trainer::cli::tokenizer::TokenizerSpec::bundled(&root);
+            swerve_trainer::cli::tokenizer::run(&spec, &out)
+                .map(|vocab| eprintln!("wrote {} ({vocab} tokens)", out.display()))
+        }
+        Command::Sft(args) => train_args::run_sft(&args),
+        Command::Grpo(args) => train_args::run_grpo(&args),
+        Command::Predict(args) => train_args::run_predict(&args),
+        Command::Demo(args) => train_args::run_demo(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

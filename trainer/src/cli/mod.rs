@@ -2,3 +2,4 @@
 //! into the text the subcommand prints, so that the binary stays argument parsing and exit codes.
 
 pub mod loss;
+pub mod tokenizer;

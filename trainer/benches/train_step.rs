@@ -1,0 +1,278 @@
+//! CPU throughput of the trainer's model: a GRPO-shaped training step and KV-cache generation,
+//! for the bundled tiny config and the ~100M benchmark config, against PyTorch.
+//!
+//! ```text
+//! cargo bench -p swerve-trainer --bench train_step                      # both configs
+//! cargo bench -p swerve-trainer --bench train_step -- --python /tmp/refvenv/bin/python
+//! cargo bench -p swerve-trainer --bench train_step -- --only tiny --steps 10
+//! ```
+//!
+//! A training step is what GRPO does per micro-batch: `B × S` tokens (prompt and completion, no
+//! padding) go through the model with gradients; the log-probabilities of the last `C` tokens are
+//! weighted by per-row advantages into a loss; backward; gradient clipping and an AdamW step.
+//! Generation samples `G` new tokens per row after a `P`-token prompt with the KV cache.
+//!
+//! Each case runs in a child process (this binary with `--case`), so that the peak resident
+//! memory (`VmHWM`) belongs to that case alone. With `--python` the same cases also run through
+//! `benches/pytorch/train_step.py` (transformers' `Qwen2ForCausalLM`, `torch.optim.AdamW`). All
+//! runs use `--threads` threads (`RAYON_NUM_THREADS` for dfdx's matmul, `torch.set_num_threads`
+//! for PyTorch). Results: one JSON object per run on stderr, a Markdown table on stdout.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use dfdx::prelude::*;
+use serde_json::{Value, json};
+use swerve_trainer::generate::{SamplingConfig, generate};
+use swerve_trainer::model::{AdamW, AdamWConfig, CausalLm, ModelConfig, ModelParams, TokenBatch};
+
+/// Trainer throughput benchmark (see the file's documentation)
+#[derive(Debug, Parser)]
+struct Args {
+    /// Run only the named case (`tiny` or `base-100m`)
+    #[arg(long)]
+    only: Option<String>,
+    /// Timed training steps per case (the median is reported), after one warm-up step
+    #[arg(long, default_value_t = 3)]
+    steps: usize,
+    /// Threads for both implementations
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// A Python with torch and transformers, to run the PyTorch comparison
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// PyTorch's attention implementation (`eager` or `sdpa`); with an attention mask, `sdpa`
+    /// was the slower of the two on CPU (docs/benchmarks-trainer.md)
+    #[arg(long, default_value = "eager")]
+    torch_attn: String,
+    /// Internal: run one case in this process and print its JSON (`name`)
+    #[arg(long, hide = true)]
+    case: Option<String>,
+    /// Passed by `cargo bench`; ignored
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+/// One benchmark case: a config and the batch shapes.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    name: &'static str,
+    /// Path of the config.json relative to the trainer crate.
+    config: &'static str,
+    /// Rows B.
+    batch: usize,
+    /// Tokens per row S.
+    seq: usize,
+    /// Completion tokens per row C (the positions whose log-probabilities count).
+    completion: usize,
+    /// Prompt tokens per row for generation P.
+    gen_prompt: usize,
+    /// New tokens per row for generation G.
+    gen_tokens: usize,
+}
+
+const CASES: [Case; 2] = [
+    Case {
+        name: "tiny",
+        config: "assets/tiny/config.json",
+        batch: 8,
+        seq: 256,
+        completion: 128,
+        gen_prompt: 64,
+        gen_tokens: 64,
+    },
+    Case {
+        name: "base-100m",
+        config: "assets/base-100m/config.json",
+        batch: 4,
+        seq: 256,
+        completion: 128,
+        gen_prompt: 64,
+        gen_tokens: 32,
+    },
+];
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if let Some(name) = &args.case {
+        let case = find_case(name)?;
+        let result = run_case(&case, &crate_dir.join(case.config), args.steps)?;
+        println!("{result}");
+        return Ok(());
+    }
+    let exe = std::env::current_exe().context("cannot find the benchmark binary")?;
+    let mut rows = Vec::new();
+    for case in CASES
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
+    {
+        let mut rust = Command::new(&exe);
+        rust.args(["--case", case.name, "--steps", &args.steps.to_string()])
+            .env("RAYON_NUM_THREADS", args.threads.to_string());
+        rows.push((case.name, run_child(rust)?));
+        if let Some(python) = &args.python {
+            let script = crate_dir.join("../benches/pytorch/train_step.py");
+            let mut torch = Command::new(python);
+            torch
+                .arg(script)
+                .arg("--config")
+                .arg(crate_dir.join(case.config))
+                .args([
+                    "--batch",
+                    &case.batch.to_string(),
+                    "--seq",
+                    &case.seq.to_string(),
+                    "--completion",
+                    &case.completion.to_string(),
+                    "--steps",
+                    &args.steps.to_string(),
+                    "--gen-prompt",
+                    &case.gen_prompt.to_string(),
+                    "--gen-tokens",
+                    &case.gen_tokens.to_string(),
+                    "--threads",
+                    &args.threads.to_string(),
+                    "--attn",
+                    &args.torch_attn,
+                ])
+                .env("OMP_NUM_THREADS", args.threads.to_string());
+            rows.push((case.name, run_child(torch)?));
+        }
+    }
+    println!(
+        "| case | implementation | params | B×S (C) | step s | train tok/s | gen tok/s (B×G) | peak RSS MiB |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (name, r) in &rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let case = find_case(name)?;
+        println!(
+            "| {name} | {} | {:.1}M | {}×{} ({}) | {:.3} | {:.0} | {:.1} ({}×{}) | {:.0} |",
+            r["impl"].as_str().unwrap_or("?"),
+            f("params") / 1e6,
+            case.batch,
+            case.seq,
+            case.completion,
+            f("step_s"),
+            f("train_tok_s"),
+            f("gen_tok_s"),
+            case.batch,
+            case.gen_tokens,
+            f("peak_rss_mib"),
+        );
+    }
+    Ok(())
+}
+
+fn find_case(name: &str) -> anyhow::Result<Case> {
+    match CASES.iter().find(|c| c.name == name) {
+        Some(c) => Ok(*c),
+        None => bail!("unknown case `{name}` (tiny, base-100m)"),
+    }
+}
+
+/// Runs a child that prints one JSON object as its last stdout line.
+fn run_child(mut cmd: Command) -> anyhow::Result<Value> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    eprintln!("{line}");
+    serde_json::from_str(line).with_context(|| format!("{cmd:?} printed no JSON: {stdout}"))
+}
+
+/// Times the training step and generation of `case` in this process.
+fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Value> {
+    let dev = Cpu::default();
+    let config = ModelConfig::from_file(config_path)?;
+    let params = ModelParams::<f32, Cpu>::random(&config, &dev, 0, 0.02);
+    let num_params = params.num_parameters();
+    let mut model = CausalLm::new(config.clone(), params);
+    let mut opt = AdamW::new(AdamWConfig::default());
+
+    let (b, s, c) = (case.batch, case.seq, case.completion);
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next_token = || {
+        // xorshift: reproducible ids without another dependency.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % (config.vocab_size as u64 - 2)) as u32 + 2
+    };
+    let ids: Vec<u32> = (0..b * s).map(|_| next_token()).collect();
+    let batch = TokenBatch::new(ids, vec![true; b * s], b, s)?;
+    let advantages: Vec<f32> = (0..b)
+        .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+        .collect();
+
+    let mut step = |model: &mut CausalLm<f32, Cpu>| -> anyhow::Result<f64> {
+        let t0 = Instant::now();
+        let out = model.token_logps(&batch, s - c, 1.0, model.params.alloc_grads())?;
+        let adv = dev
+            .tensor_from_vec(advantages.clone(), (b,))
+            .broadcast_like::<_, Axis<1>>(&(b, c));
+        let loss = (out.logps * adv).mean::<(), _>().negate();
+        let mut grads = model.params.keep_param_grads(loss.backward());
+        opt.step(&mut model.params, &mut grads);
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    step(&mut model)?;
+    let mut times = (0..steps.max(1))
+        .map(|_| step(&mut model))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    times.sort_by(f64::total_cmp);
+    let step_s = times[times.len() / 2];
+
+    let prompts: Vec<Vec<u32>> = (0..b)
+        .map(|_| (0..case.gen_prompt).map(|_| next_token()).collect())
+        .collect();
+    let sampling = SamplingConfig {
+        max_new_tokens: case.gen_tokens,
+        eos_token_ids: Vec::new(),
+        pad_token_id: 1,
+        ..SamplingConfig::default()
+    };
+    let t0 = Instant::now();
+    let out = generate(&model, &prompts, &sampling)?;
+    let gen_s = t0.elapsed().as_secs_f64();
+    let generated: usize = out.completions.iter().map(Vec::len).sum();
+
+    Ok(json!({
+        "impl": "swerve (dfdx 0.13)",
+        "config": config_path,
+        "params": num_params,
+        "batch": b,
+        "seq": s,
+        "completion": c,
+        "threads": rayon_threads(),
+        "step_s": step_s,
+        "train_tok_s": (b * s) as f64 / step_s,
+        "gen_s": gen_s,
+        "gen_tok_s": generated as f64 / gen_s,
+        "peak_rss_mib": peak_rss_mib(),
+    }))
+}
+
+fn rayon_threads() -> Option<usize> {
+    std::env::var("RAYON_NUM_THREADS").ok()?.parse().ok()
+}
+
+/// The resident-set high-water mark of this process (`VmHWM` in /proc/self/status), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The bundled end-to-end run: a tiny model trained on swerve-mini with SFT then GRPO (swe-rl
+# reward plugin) on the CPU, its reward curve plotted, and SWE-bench predictions written.
+#
+#   trainer/scripts/bundled-run.sh [OUTPUT_DIR]      (default: target/swerve-mini-tiny)
+#
+# Outputs: OUTPUT_DIR/{sft,grpo}/metrics.jsonl and plots/*.png, checkpoints, predictions.jsonl
+# (for `harness run --predictions`) and summary.json (first- and last-tenth mean reward).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-$root/target/swerve-mini-tiny}"
+cd "$root"
+cargo run --release -p swerve-trainer --bin trainer -- demo \
+    --config trainer/configs/swerve-mini-tiny.toml --root "$root" --output "$out"

@@ -1,0 +1,268 @@
+//! The library side of `trainer sft`, `trainer grpo` and `trainer predict`: each takes already
+//! parsed, typed arguments, loads what they name, runs, and writes its outputs, so that the
+//! binary only parses flags and draws progress.
+
+use std::path::{Path, PathBuf};
+
+use dfdx::prelude::Cpu;
+use swerve_harness::plugin_spec::PluginSpec;
+use swerve_host::HostConfig;
+
+use super::data::{PromptStyle, gold_examples, read_sft_examples, read_tasks};
+use super::grpo::{GrpoInputs, GrpoTrainer};
+use super::metrics_log::{self, StepMetrics};
+use super::predict::predict;
+use super::rewards::PluginRewards;
+use super::sft::{SftConfig, SftTrainer};
+use super::state::{self, RunState};
+use super::{RunOutput, demo, plot};
+use crate::error::{Error, Result};
+use crate::generate::SamplingConfig;
+use crate::grpo::GrpoConfig;
+use crate::model::CausalLm;
+use crate::tokenizer::Tokenizer;
+
+/// A settings file plus `KEY=VALUE` overrides (TOML values; a value that is not valid TOML is
+/// taken as a string), merged into one TOML table.
+pub fn settings_table(file: Option<&Path>, overrides: &[String]) -> Result<toml::Table> {
+    let mut table = match file {
+        Some(path) => {
+            let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            toml::from_str::<toml::Table>(&text).map_err(|e| Error::Training {
+                reason: format!("{}: {}", path.display(), e.message()),
+            })?
+        }
+        None => toml::Table::new(),
+    };
+    for item in overrides {
+        let (key, value) = item.split_once('=').ok_or_else(|| Error::Training {
+            reason: format!("override `{item}` is not KEY=VALUE"),
+        })?;
+        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+        table.insert(key.trim().to_owned(), value);
+    }
+    Ok(table)
+}
+
+/// The GRPO settings of a TOML file (TRL's names) with `--set` overrides.
+pub fn grpo_config(file: Option<&Path>, overrides: &[String]) -> Result<GrpoConfig> {
+    let text = toml::to_string(&settings_table(file, overrides)?).expect("tables serialise");
+    GrpoConfig::from_toml_str(&text).map_err(Error::GrpoConfig)
+}
+
+/// The SFT settings of a TOML file with `--set` overrides.
+pub fn sft_config(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig> {
+    let text = toml::to_string(&settings_table(file, overrides)?).expect("tables serialise");
+    SftConfig::from_toml_str(&text)
+}
+
+/// The plugin host's precompile cache: `$SWERVE_CACHE_DIR`, else `~/.cache/swerve/plugins`.
+pub fn plugin_host_config() -> HostConfig {
+    let cache_dir = std::env::var_os("SWERVE_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/swerve/plugins"))
+        });
+    HostConfig {
+        cache_dir,
+        ..HostConfig::default()
+    }
+}
+
+/// Where a run starts from.
+#[derive(Debug, Clone)]
+pub struct ModelSource {
+    /// The initial model directory (also the frozen GRPO reference).
+    pub model: PathBuf,
+    /// A checkpoint of this run to continue from.
+    pub resume: Option<PathBuf>,
+}
+
+/// Where a run writes.
+#[derive(Debug, Clone)]
+pub struct OutputSpec {
+    /// The output directory: `metrics.jsonl`, `checkpoint-<step>/`, `plots/`.
+    pub dir: PathBuf,
+    /// Checkpoint every this many steps (0: only at the end).
+    pub save_steps: u64,
+}
+
+/// `trainer grpo`.
+#[derive(Debug, Clone)]
+pub struct GrpoCommand {
+    /// Initial model and resume point.
+    pub source: ModelSource,
+    /// Task rows (JSONL with `problem_statement`, `code_context`, `oracle_new_content`).
+    pub dataset: PathBuf,
+    /// Reward plugins.
+    pub plugins: Vec<PluginSpec>,
+    /// Settings.
+    pub config: GrpoConfig,
+    /// Prompt rendering.
+    pub prompt_style: PromptStyle,
+    /// Outputs.
+    pub output: OutputSpec,
+    /// Threads that score rewards.
+    pub reward_jobs: usize,
+}
+
+/// Runs `trainer grpo`; returns the final checkpoint.
+pub fn run_grpo(
+    cmd: &GrpoCommand,
+    on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+) -> Result<PathBuf> {
+    let dev = Cpu::default();
+    let tokenizer_path = cmd.source.model.join("tokenizer.json");
+    let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    let tasks = read_tasks(&cmd.dataset)?;
+    let rewards = PluginRewards::load(
+        &cmd.plugins,
+        cmd.config.reward_weights.as_deref(),
+        plugin_host_config(),
+        cmd.reward_jobs,
+    )?;
+    let initial = CausalLm::<f32, Cpu>::load(&cmd.source.model, &dev)?;
+    let (policy, resume) = resume_from(cmd.source.resume.as_deref(), &initial, &dev)?;
+    let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
+    let mut trainer = GrpoTrainer::new(
+        cmd.config.clone(),
+        GrpoInputs {
+            tasks: &tasks,
+            prompt_style: cmd.prompt_style,
+            tokenizer: &tokenizer,
+            rewards: &rewards,
+            executor: None,
+        },
+        policy,
+        &initial,
+        resume,
+    )?;
+    let mut output = RunOutput::in_dir(
+        &cmd.output.dir,
+        resumed_at,
+        cmd.output.save_steps,
+        Some(tokenizer_path),
+    )?;
+    trainer.train(&mut output, on_step)?;
+    let history = metrics_log::read(output.metrics.path())?;
+    plot::plot_metrics(&history, &demo::GRPO_PLOTS, &cmd.output.dir.join("plots"))?;
+    Ok(output.checkpoint_path(trainer.state.step))
+}
+
+/// Where SFT examples come from.
+#[derive(Debug, Clone)]
+pub enum SftData {
+    /// A JSONL file of `{"prompt", "completion"}` lines.
+    Pairs(PathBuf),
+    /// Task rows, each with its gold SEARCH/REPLACE completion, prompted with this style.
+    Gold(PathBuf, PromptStyle),
+}
+
+/// `trainer sft`.
+#[derive(Debug, Clone)]
+pub struct SftCommand {
+    /// Initial model and resume point.
+    pub source: ModelSource,
+    /// The examples.
+    pub data: SftData,
+    /// Settings.
+    pub config: SftConfig,
+    /// Outputs.
+    pub output: OutputSpec,
+}
+
+/// Runs `trainer sft`; returns the final checkpoint.
+pub fn run_sft(
+    cmd: &SftCommand,
+    on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+) -> Result<PathBuf> {
+    let dev = Cpu::default();
+    let tokenizer_path = cmd.source.model.join("tokenizer.json");
+    let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    let examples = match &cmd.data {
+        SftData::Pairs(path) => read_sft_examples(path)?,
+        SftData::Gold(path, style) => gold_examples(&read_tasks(path)?, style),
+    };
+    let initial = CausalLm::<f32, Cpu>::load(&cmd.source.model, &dev)?;
+    let (model, resume) = resume_from(cmd.source.resume.as_deref(), &initial, &dev)?;
+    let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
+    let mut trainer = SftTrainer::new(cmd.config.clone(), &examples, &tokenizer, model, resume)?;
+    let mut output = RunOutput::in_dir(
+        &cmd.output.dir,
+        resumed_at,
+        cmd.output.save_steps,
+        Some(tokenizer_path),
+    )?;
+    trainer.train(&mut output, on_step)?;
+    let history = metrics_log::read(output.metrics.path())?;
+    plot::plot_metrics(&history, &demo::SFT_PLOTS, &cmd.output.dir.join("plots"))?;
+    Ok(output.checkpoint_path(trainer.state.step))
+}
+
+type Resume = Option<(crate::model::AdamW<f32, Cpu>, RunState)>;
+
+fn resume_from(
+    checkpoint: Option<&Path>,
+    initial: &CausalLm<f32, Cpu>,
+    dev: &Cpu,
+) -> Result<(CausalLm<f32, Cpu>, Resume)> {
+    match checkpoint {
+        Some(dir) => {
+            let (model, optimizer, run) = state::load(dir, dev)?;
+            Ok((model, Some((optimizer, run))))
+        }
+        None => Ok((initial.clone(), None)),
+    }
+}
+
+/// `trainer predict`.
+#[derive(Debug, Clone)]
+pub struct PredictCommand {
+    /// The model directory (a checkpoint).
+    pub model: PathBuf,
+    /// Task rows.
+    pub dataset: PathBuf,
+    /// Prompt rendering (as in training).
+    pub prompt_style: PromptStyle,
+    /// Sampling; temperature 0 is greedy.
+    pub sampling: SamplingConfig,
+    /// Tasks per generation batch.
+    pub batch: usize,
+    /// The predictions file (SWE-bench JSONL).
+    pub output: PathBuf,
+}
+
+/// Runs `trainer predict`; returns the mean SWE-RL reward of the completions.
+pub fn run_predict(cmd: &PredictCommand) -> Result<f64> {
+    let dev = Cpu::default();
+    let tokenizer = Tokenizer::from_file(&cmd.model.join("tokenizer.json"))?;
+    let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
+    let tasks = read_tasks(&cmd.dataset)?;
+    let sampling = SamplingConfig {
+        eos_token_ids: model.config.eos_token_ids.clone(),
+        pad_token_id: super::grpo::pad_token(&model),
+        ..cmd.sampling.clone()
+    };
+    let predicted = predict(
+        &model,
+        &tokenizer,
+        &tasks,
+        &cmd.prompt_style,
+        &sampling,
+        cmd.batch,
+        &cmd.model.display().to_string(),
+    )?;
+    let lines: String = predicted
+        .iter()
+        .map(|p| serde_json::to_string(&p.prediction).expect("predictions serialise") + "\n")
+        .collect();
+    if let Some(dir) = cmd.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs_err::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    fs_err::write(&cmd.output, lines).map_err(|e| Error::io(&cmd.output, e))?;
+    let total: f64 = predicted.iter().map(|p| p.swe_rl_reward).sum();
+    Ok(total / predicted.len().max(1) as f64)
+}

@@ -1,0 +1,216 @@
+//! Training data: task rows (a dataset line with the files that prompts and rewards need),
+//! their prompts, gold SEARCH/REPLACE completions, and prompt/completion pairs for SFT.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::prompt::{self, PromptFormat, Task};
+
+/// One task of a SWE-bench-style dataset, with the fields swerve's training reads. Unknown
+/// fields are ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRow {
+    /// `<owner>__<repo>-<PR number>`.
+    pub instance_id: String,
+    /// The issue text.
+    #[serde(default)]
+    pub problem_statement: String,
+    /// Files shown to the model: path → original text.
+    #[serde(default)]
+    pub code_context: BTreeMap<String, String>,
+    /// The gold change's new text of every file it touches: path → text.
+    #[serde(default)]
+    pub oracle_new_content: BTreeMap<String, String>,
+    /// The gold patch, when known.
+    #[serde(default)]
+    pub patch: Option<String>,
+}
+
+/// Reads a JSONL file of task rows.
+pub fn read_tasks(path: &Path) -> Result<Vec<TaskRow>> {
+    read_jsonl(path)
+}
+
+/// One SFT example.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SftExample {
+    /// The prompt (no loss on its tokens).
+    pub prompt: String,
+    /// The completion (the loss is on its tokens and the EOS appended after them).
+    pub completion: String,
+}
+
+/// Reads a JSONL file of `{"prompt": ..., "completion": ...}` lines.
+pub fn read_sft_examples(path: &Path) -> Result<Vec<SftExample>> {
+    read_jsonl(path)
+}
+
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| Error::Data {
+                path: path.to_path_buf(),
+                line: i + 1,
+                reason: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// How a task becomes a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PromptStyle {
+    /// Plain text or ChatML.
+    pub format: PromptFormat,
+    /// Show only the oracle's changed regions with this many context lines ([`prompt::focus`]);
+    /// `None` shows every file of `code_context` in full.
+    pub focus: Option<usize>,
+}
+
+impl PromptStyle {
+    /// The prompt for `task`.
+    pub fn render(&self, task: &TaskRow) -> String {
+        let focused;
+        let files = match self.focus {
+            Some(radius) => {
+                focused = prompt::focus(&task.code_context, &task.oracle_new_content, radius);
+                &focused
+            }
+            None => &task.code_context,
+        };
+        prompt::render(
+            &Task {
+                problem_statement: &task.problem_statement,
+                files,
+            },
+            self.format,
+        )
+    }
+}
+
+/// The thought of gold completions: short, because it says nothing the edits do not.
+pub const GOLD_THOUGHT: &str = "Make the change the issue asks for.";
+
+/// The gold completion of `task` in the SWE-RL format: one SEARCH/REPLACE block per changed
+/// region of each file (CPython `difflib` grouping with two context lines, as
+/// `harness/samples/make_samples.py` renders them), a new file as one block with an empty
+/// SEARCH part.
+pub fn gold_completion(task: &TaskRow) -> String {
+    let mut blocks = Vec::new();
+    for (path, new) in &task.oracle_new_content {
+        let old = task.code_context.get(path).map_or("", String::as_str);
+        if old == new {
+            continue;
+        }
+        if old.is_empty() {
+            blocks.push(render_block(path, "", new));
+            continue;
+        }
+        let (a, b): (Vec<&str>, Vec<&str>) = (old.split('\n').collect(), new.split('\n').collect());
+        let matcher = swerve_swe_rl::difflib::SequenceMatcher::new(
+            &a,
+            &b,
+            swerve_swe_rl::difflib::Autojunk::Off,
+        );
+        for group in matcher.grouped_opcodes(2) {
+            let (first, last) = (group[0], group[group.len() - 1]);
+            blocks.push(render_block(
+                path,
+                &a[first.i1..last.i2].join("\n"),
+                &b[first.j1..last.j2].join("\n"),
+            ));
+        }
+    }
+    format!(
+        "<think>\n{GOLD_THOUGHT}\n</think>\n<solution>\n{}\n</solution>",
+        blocks.join("\n\n")
+    )
+}
+
+fn render_block(path: &str, search: &str, replace: &str) -> String {
+    format!(
+        "```python\n### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```"
+    )
+}
+
+/// SFT examples from tasks: each task's prompt with its gold completion.
+pub fn gold_examples(tasks: &[TaskRow], style: &PromptStyle) -> Vec<SftExample> {
+    tasks
+        .iter()
+        .map(|t| SftExample {
+            prompt: style.render(t),
+            completion: gold_completion(t),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(old: &str, new: &str) -> TaskRow {
+        TaskRow {
+            instance_id: "o__r-1".into(),
+            problem_statement: "Fix it.".into(),
+            code_context: BTreeMap::from([("m.py".to_owned(), old.to_owned())]),
+            oracle_new_content: BTreeMap::from([("m.py".to_owned(), new.to_owned())]),
+            patch: None,
+        }
+    }
+
+    #[test]
+    fn gold_completion_scores_one_with_the_swe_rl_reward() {
+        let old: String = (1..=12).map(|i| format!("x{i} = {i}\n")).collect();
+        let new = old
+            .replace("x3 = 3\n", "x3 = 30\n")
+            .replace("x10 = 10\n", "");
+        let t = task(&old, &new);
+        let completion = gold_completion(&t);
+        assert_eq!(
+            completion.matches("<<<<<<< SEARCH").count(),
+            2,
+            "{completion}"
+        );
+        let outcome = swerve_swe_rl::search_replace_reward(
+            &t.code_context,
+            &t.oracle_new_content,
+            &completion,
+        );
+        assert_eq!(outcome.reward, 1.0, "{completion}");
+    }
+
+    #[test]
+    fn bundled_dataset_gold_completions_are_perfect() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../harness/datasets/swerve-mini/swerve-mini.jsonl");
+        let tasks = read_tasks(&path).unwrap();
+        assert_eq!(tasks.len(), 13);
+        for t in &tasks {
+            let outcome = swerve_swe_rl::search_replace_reward(
+                &t.code_context,
+                &t.oracle_new_content,
+                &gold_completion(t),
+            );
+            assert_eq!(outcome.reward, 1.0, "{}", t.instance_id);
+        }
+    }
+
+    #[test]
+    fn bad_line_names_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        fs_err::write(
+            &path,
+            "{\"prompt\":\"p\",\"completion\":\"c\"}\n\n{\"prompt\":1}\n",
+        )
+        .unwrap();
+        let err = read_sft_examples(&path).unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+    }
+}

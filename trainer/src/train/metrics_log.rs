@@ -1,0 +1,147 @@
+//! The metrics file of a training run: one JSON object per optimiser step, appended as the run
+//! goes, with `step` and every metric under its TRL name (grpo.md §9). A NaN metric (undefined,
+//! e.g. a std over one value) is written as `null`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// One line of the metrics file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepMetrics {
+    /// The optimiser step, counted from 1.
+    pub step: u64,
+    /// Metric name → value (NaN for undefined).
+    pub values: BTreeMap<String, f64>,
+}
+
+impl StepMetrics {
+    /// The JSON line: `{"step": N, "<metric>": value, ...}`.
+    pub fn to_json_line(&self) -> String {
+        let mut map = serde_json::Map::new();
+        map.insert("step".into(), self.step.into());
+        for (name, value) in &self.values {
+            let v =
+                serde_json::Number::from_f64(*value).map_or(serde_json::Value::Null, Into::into);
+            map.insert(name.clone(), v);
+        }
+        serde_json::Value::Object(map).to_string()
+    }
+
+    /// A value by name, if present and defined.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.values.get(name).copied().filter(|v| !v.is_nan())
+    }
+}
+
+/// An append-only metrics file.
+#[derive(Debug)]
+pub struct MetricsLog {
+    path: PathBuf,
+}
+
+impl MetricsLog {
+    /// Opens `path` for a run that continues after step `keep_through`: lines of later steps
+    /// (left by an interrupted run) are dropped, so a resumed run appends where its checkpoint
+    /// left off. A fresh run passes 0 and starts an empty file.
+    pub fn open(path: &Path, keep_through: u64) -> Result<Self> {
+        let kept: Vec<StepMetrics> = if keep_through > 0 && path.exists() {
+            read(path)?
+                .into_iter()
+                .filter(|m| m.step <= keep_through)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs_err::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        let text: String = kept.iter().map(|m| m.to_json_line() + "\n").collect();
+        fs_err::write(path, text).map_err(|e| Error::io(path, e))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one step.
+    pub fn append(&mut self, metrics: &StepMetrics) -> Result<()> {
+        let mut file = fs_err::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| Error::io(&self.path, e))?;
+        writeln!(file, "{}", metrics.to_json_line()).map_err(|e| Error::io(&self.path, e))
+    }
+}
+
+/// Reads a metrics file (`null` reads back as NaN).
+pub fn read(path: &Path) -> Result<Vec<StepMetrics>> {
+    let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let mut out = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let bad = |reason: String| Error::Data {
+            path: path.to_path_buf(),
+            line: i + 1,
+            reason,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+        let obj = value
+            .as_object()
+            .ok_or_else(|| bad("not a JSON object".into()))?;
+        let step = obj
+            .get("step")
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| bad("no integer `step`".into()))?;
+        let values = obj
+            .iter()
+            .filter(|(k, _)| *k != "step")
+            .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        out.push(StepMetrics { step, values });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics(step: u64, reward: f64) -> StepMetrics {
+        StepMetrics {
+            step,
+            values: BTreeMap::from([("reward".to_owned(), reward), ("kl".to_owned(), f64::NAN)]),
+        }
+    }
+
+    #[test]
+    fn lines_round_trip_and_resume_truncates() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        let mut log = MetricsLog::open(&path, 0).unwrap();
+        for step in 1..=3 {
+            log.append(&metrics(step, step as f64 / 2.0)).unwrap();
+        }
+        let first = fs_err::read_to_string(&path).unwrap();
+        assert!(
+            first.starts_with("{\"step\":1,\"kl\":null,\"reward\":0.5}\n"),
+            "{first}"
+        );
+        let mut log = MetricsLog::open(&path, 2).unwrap();
+        log.append(&metrics(3, 9.0)).unwrap();
+        let back = read(&path).unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(back[2].get("reward"), Some(9.0));
+        assert_eq!(back[0].get("kl"), None);
+    }
+}

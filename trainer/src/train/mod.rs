@@ -1,0 +1,135 @@
+//! Training: supervised warm-up ([`sft`]) and GRPO ([`grpo`]) of a [`crate::model::CausalLm`].
+//!
+//! The flow of a GRPO run: [`data`] reads tasks and renders prompts ([`crate::prompt`]);
+//! [`grpo`] samples completions ([`crate::generate`]), scores them with [`rewards`] (swerve's
+//! reward plugins through `swerve-host`, optionally after an [`rewards::Executor`] ran each
+//! patch), computes advantages and the loss with the exact rules of [`crate::grpo`], evaluated
+//! on dfdx tensors by [`objective`] over batches packed by [`batch`], and steps AdamW along a
+//! [`schedule`]. Every step appends its metrics to a [`metrics_log`]; [`state`] writes resumable
+//! checkpoints; [`plot`] draws the curves; [`patch`] turns completions into SWE-bench
+//! predictions; [`demo`] runs the whole pipeline on the bundled dataset.
+
+pub mod batch;
+pub mod commands;
+pub mod data;
+pub mod demo;
+pub mod grpo;
+pub mod metrics_log;
+pub mod objective;
+pub mod patch;
+pub mod plot;
+pub mod predict;
+pub mod rewards;
+pub mod schedule;
+pub mod sft;
+pub mod state;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dfdx::prelude::Device;
+
+use crate::error::Result;
+use crate::model::{AdamW, CausalLm};
+use metrics_log::MetricsLog;
+use state::RunState;
+
+/// Where a run writes: its metrics file and its checkpoints.
+#[derive(Debug)]
+pub struct RunOutput {
+    /// The metrics file.
+    pub metrics: MetricsLog,
+    /// Checkpoints go to `<checkpoint_dir>/checkpoint-<step>`.
+    pub checkpoint_dir: PathBuf,
+    /// Save every this many steps (0: only at the end).
+    pub save_steps: u64,
+    /// Copied into every checkpoint, so that it is a complete model directory.
+    pub tokenizer_json: Option<PathBuf>,
+}
+
+impl RunOutput {
+    /// Whether a checkpoint is due after `step`.
+    pub fn due(&self, step: u64) -> bool {
+        self.save_steps > 0 && step.is_multiple_of(self.save_steps)
+    }
+
+    /// The checkpoint directory of `step`.
+    pub fn checkpoint_path(&self, step: u64) -> PathBuf {
+        self.checkpoint_dir.join(format!("checkpoint-{step}"))
+    }
+
+    /// Saves a checkpoint at the state's step.
+    pub fn save<D: Device<f32>>(
+        &self,
+        model: &CausalLm<f32, D>,
+        optimizer: &AdamW<f32, D>,
+        state: &RunState,
+    ) -> Result<PathBuf> {
+        let dir = self.checkpoint_path(state.step);
+        state::save(
+            &dir,
+            model,
+            self.tokenizer_json.as_deref(),
+            optimizer,
+            state,
+        )?;
+        tracing::info!(step = state.step, dir = %dir.display(), "saved checkpoint");
+        Ok(dir)
+    }
+
+    /// Opens the output of a run in `dir`: `metrics.jsonl` (kept through step `resumed_at`)
+    /// and checkpoints beside it.
+    pub fn in_dir(
+        dir: &Path,
+        resumed_at: u64,
+        save_steps: u64,
+        tokenizer_json: Option<PathBuf>,
+    ) -> Result<Self> {
+        Ok(Self {
+            metrics: MetricsLog::open(&dir.join("metrics.jsonl"), resumed_at)?,
+            checkpoint_dir: dir.to_path_buf(),
+            save_steps,
+            tokenizer_json,
+        })
+    }
+}
+
+/// Metric values recorded during one optimiser step (several micro-batches or generation
+/// batches may record the same name); logged as their mean, as TRL logs its metric lists.
+#[derive(Debug, Default)]
+pub struct MetricsAccumulator {
+    values: BTreeMap<String, Vec<f64>>,
+}
+
+impl MetricsAccumulator {
+    /// Records one value.
+    pub fn record(&mut self, name: &str, value: f64) {
+        self.values.entry(name.to_owned()).or_default().push(value);
+    }
+
+    /// Records every value of a map.
+    pub fn record_all(&mut self, values: BTreeMap<String, f64>) {
+        for (name, value) in values {
+            self.record(&name, value);
+        }
+    }
+
+    /// The mean of each metric's values.
+    pub fn means(&self) -> BTreeMap<String, f64> {
+        self.values
+            .iter()
+            .map(|(name, v)| (name.clone(), v.iter().sum::<f64>() / v.len() as f64))
+            .collect()
+    }
+}
+
+/// The seed of the `index`-th generator of a `stream` (prompt order, sampling, shuffling) in a
+/// run seeded with `seed`: SplitMix64 over the three, so nearby inputs give unrelated seeds.
+pub fn derive_seed(seed: u64, stream: u64, index: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+        .wrapping_add(index.wrapping_mul(0xD1B5_4A32_D192_ED69));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

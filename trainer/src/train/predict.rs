@@ -1,0 +1,66 @@
+//! SWE-bench predictions from a model: one completion per task (prompted as in training),
+//! turned into a unified diff ([`super::patch::completion_patch`]).
+
+use dfdx::prelude::Device;
+
+use super::data::{PromptStyle, TaskRow};
+use super::patch::{Prediction, completion_patch};
+use crate::error::Result;
+use crate::generate::{SamplingConfig, generate};
+use crate::model::CausalLm;
+use crate::tokenizer::Tokenizer;
+
+/// One task's prediction and the completion it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predicted {
+    /// The predictions-file line.
+    pub prediction: Prediction,
+    /// The model's completion.
+    pub completion: String,
+    /// The SWE-RL reward of the completion against the task's oracle (−1 for a format error).
+    pub swe_rl_reward: f64,
+}
+
+/// Generates one completion per task, `batch` tasks at a time, and converts each to a
+/// prediction named `model_name`. `sampling.seed` is offset per batch.
+pub fn predict<D: Device<f32>>(
+    model: &CausalLm<f32, D>,
+    tokenizer: &Tokenizer,
+    tasks: &[TaskRow],
+    style: &PromptStyle,
+    sampling: &SamplingConfig,
+    batch: usize,
+    model_name: &str,
+) -> Result<Vec<Predicted>> {
+    let mut out = Vec::with_capacity(tasks.len());
+    for (b, chunk) in tasks.chunks(batch.max(1)).enumerate() {
+        let prompts = chunk
+            .iter()
+            .map(|t| tokenizer.encode(&style.render(t), true))
+            .collect::<Result<Vec<_>>>()?;
+        let config = SamplingConfig {
+            seed: sampling.seed.wrapping_add(b as u64),
+            ..sampling.clone()
+        };
+        let generation = generate(model, &prompts, &config)?;
+        for (task, tokens) in chunk.iter().zip(&generation.completions) {
+            let completion = tokenizer.decode(tokens, true)?;
+            let reward = swerve_swe_rl::search_replace_reward(
+                &task.code_context,
+                &task.oracle_new_content,
+                &completion,
+            )
+            .reward;
+            out.push(Predicted {
+                prediction: Prediction {
+                    instance_id: task.instance_id.clone(),
+                    model_name_or_path: model_name.to_owned(),
+                    model_patch: completion_patch(task, &completion).unwrap_or_default(),
+                },
+                completion,
+                swe_rl_reward: reward,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,126 @@
+//! Where GRPO's rewards come from: a set of named, weighted reward functions scored over a
+//! generation batch ([`RewardFunctions`]), implemented by swerve's WebAssembly reward plugins
+//! through `swerve-host` ([`PluginRewards`]) or by plain Rust closures in tests
+//! ([`FnRewards`]); and the boundary to execution-based rewards ([`Executor`]).
+
+use swerve_host::{Execution, Host, HostConfig, Sample, Scorer, ScorerConfig, WeightedPlugin};
+
+use super::data::TaskRow;
+use crate::error::{Error, Result};
+
+/// Reward functions: one answer (a reward, or `None` for "not applicable") per function and
+/// sample.
+pub trait RewardFunctions {
+    /// The functions' names, as metrics name them (`rewards/<name>/mean`).
+    fn names(&self) -> Vec<String>;
+    /// The functions' weights (TRL's `reward_weights`).
+    fn weights(&self) -> Vec<f64>;
+    /// `result[i][k]`: function `k`'s reward for `samples[i]`.
+    fn score(&self, samples: &[Sample]) -> Result<Vec<Vec<Option<f64>>>>;
+}
+
+/// Reward plugins run by `swerve-host`: one weighted plugin per `--plugin` argument.
+pub struct PluginRewards {
+    names: Vec<String>,
+    scorer: Scorer,
+}
+
+impl PluginRewards {
+    /// Loads the plugins of `specs` (`--plugin` arguments; each spec's name names its metrics)
+    /// with a host using `host_config`, scoring on `jobs` threads. `weights` (TRL's
+    /// `reward_weights`), when given, replaces the specs' own weights and must have one entry
+    /// per plugin.
+    pub fn load(
+        specs: &[swerve_harness::plugin_spec::PluginSpec],
+        weights: Option<&[f64]>,
+        host_config: HostConfig,
+        jobs: usize,
+    ) -> Result<Self> {
+        if let Some(w) = weights.filter(|w| w.len() != specs.len()) {
+            return Err(Error::Training {
+                reason: format!(
+                    "reward_weights has {} entries for {} reward plugins",
+                    w.len(),
+                    specs.len()
+                ),
+            });
+        }
+        let host = Host::new(host_config).map_err(Error::Reward)?;
+        let plugins = specs
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                Ok(WeightedPlugin {
+                    plugin: host
+                        .load_reward(&s.path, &s.budgets)
+                        .map_err(Error::Reward)?,
+                    weight: weights.map_or(s.weight, |w| w[k]),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let config = ScorerConfig {
+            jobs: jobs.max(1),
+            ..ScorerConfig::default()
+        };
+        Ok(Self {
+            names: specs.iter().map(|s| s.name.clone()).collect(),
+            scorer: Scorer::new(plugins, config),
+        })
+    }
+}
+
+impl RewardFunctions for PluginRewards {
+    fn names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn weights(&self) -> Vec<f64> {
+        self.scorer.plugins().iter().map(|p| p.weight).collect()
+    }
+
+    fn score(&self, samples: &[Sample]) -> Result<Vec<Vec<Option<f64>>>> {
+        let scores = self.scorer.score(samples, &|_| {}).map_err(Error::Reward)?;
+        Ok(scores
+            .into_iter()
+            .map(|s| s.plugins.into_iter().map(|p| p.reward).collect())
+            .collect())
+    }
+}
+
+/// A named reward function over a sample, for tests and library users.
+pub type RewardFn = Box<dyn Fn(&Sample) -> Option<f64> + Send + Sync>;
+
+/// Reward functions written in Rust.
+pub struct FnRewards {
+    /// `(name, weight, function)`.
+    pub functions: Vec<(String, f64, RewardFn)>,
+}
+
+impl RewardFunctions for FnRewards {
+    fn names(&self) -> Vec<String> {
+        self.functions.iter().map(|f| f.0.clone()).collect()
+    }
+
+    fn weights(&self) -> Vec<f64> {
+        self.functions.iter().map(|f| f.1).collect()
+    }
+
+    fn score(&self, samples: &[Sample]) -> Result<Vec<Vec<Option<f64>>>> {
+        Ok(samples
+            .iter()
+            .map(|s| self.functions.iter().map(|f| (f.2)(s)).collect())
+            .collect())
+    }
+}
+
+/// Runs a completion's patch against its task's tests (in the Docker sandbox, through the
+/// harness) so that execution-aware reward plugins see `Sample.execution`.
+///
+/// The trainer calls it once per completion, after turning the completion's SEARCH/REPLACE
+/// edits into a unified diff ([`super::patch::completion_patch`]; an empty patch when the
+/// completion has none), and before scoring. Failures of the infrastructure belong in
+/// [`Execution::infra_error`], not in an `Err`: the sample is still scored.
+pub trait Executor: Sync {
+    /// The execution result of applying `patch` to `task`'s repository and running its tests.
+    fn execute(&self, task: &TaskRow, patch: &str) -> Execution;
+}

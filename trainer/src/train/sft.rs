@@ -1,0 +1,346 @@
+//! Supervised fine-tuning on prompt/completion pairs: the loss is the mean negative log-likelihood
+//! of the completion tokens (and the EOS appended to each completion) over all the completion
+//! tokens of an optimiser step; prompt tokens carry no loss. AdamW with global-norm clipping,
+//! a warm-up and decay schedule and gradient accumulation, as in TRL's `SFTTrainer` with
+//! `completion_only_loss`.
+//!
+//! Examples are visited epoch by epoch in a seeded order; like GRPO, the run is a function of
+//! its seed and resumes exactly from a checkpoint.
+
+use std::time::Instant;
+
+use dfdx::prelude::*;
+use rand::seq::SliceRandom;
+use rand::{SeedableRng, rngs::StdRng};
+use serde::{Deserialize, Serialize};
+
+use super::batch::pack;
+use super::data::SftExample;
+use super::metrics_log::StepMetrics;
+use super::schedule::Schedule;
+use super::state::RunState;
+use super::{MetricsAccumulator, RunOutput, derive_seed};
+use crate::error::{Error, Result};
+use crate::grpo::config::LrSchedulerType;
+use crate::model::{AdamW, AdamWConfig, CausalLm};
+use crate::tokenizer::Tokenizer;
+
+const STREAM_ORDER: u64 = 11;
+
+/// SFT settings under TRL's `SFTConfig` / `TrainingArguments` names. Unknown keys are rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SftConfig {
+    /// Peak learning rate. Default 2e-5 (TRL `SFTConfig`).
+    pub learning_rate: f64,
+    /// AdamW weight decay. Default 0.0.
+    pub weight_decay: f64,
+    /// AdamW β₁. Default 0.9.
+    pub adam_beta1: f64,
+    /// AdamW β₂. Default 0.999.
+    pub adam_beta2: f64,
+    /// AdamW ε. Default 1e-8.
+    pub adam_epsilon: f64,
+    /// Global gradient-norm clip; 0 is off. Default 1.0.
+    pub max_grad_norm: f64,
+    /// Schedule. Default `linear`.
+    pub lr_scheduler_type: LrSchedulerType,
+    /// Warm-up share of the steps. Default 0.0.
+    pub warmup_ratio: f64,
+    /// Warm-up steps (override `warmup_ratio` when > 0). Default 0.
+    pub warmup_steps: usize,
+    /// Passes over the data when `max_steps` is unset. Default 3.0.
+    pub num_train_epochs: f64,
+    /// Total optimiser steps; -1 derives them from `num_train_epochs`. Default -1.
+    pub max_steps: i64,
+    /// Examples per micro-batch. Default 8.
+    pub per_device_train_batch_size: usize,
+    /// Micro-batches per optimiser step. Default 1.
+    pub gradient_accumulation_steps: usize,
+    /// Longest sequence (prompt + completion + EOS) in tokens; longer examples lose the start
+    /// of their prompt, then the end of their completion. Default 1024.
+    pub max_length: usize,
+    /// Seed of the example order. Default 42.
+    pub seed: u64,
+}
+
+impl Default for SftConfig {
+    fn default() -> Self {
+        Self {
+            learning_rate: 2e-5,
+            weight_decay: 0.0,
+            adam_beta1: 0.9,
+            adam_beta2: 0.999,
+            adam_epsilon: 1e-8,
+            max_grad_norm: 1.0,
+            lr_scheduler_type: LrSchedulerType::Linear,
+            warmup_ratio: 0.0,
+            warmup_steps: 0,
+            num_train_epochs: 3.0,
+            max_steps: -1,
+            per_device_train_batch_size: 8,
+            gradient_accumulation_steps: 1,
+            max_length: 1024,
+            seed: 42,
+        }
+    }
+}
+
+impl SftConfig {
+    /// Parses TOML with the names above and checks the values.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        let config: Self = toml::from_str(text).map_err(|e| Error::Training {
+            reason: format!("SFT settings: {}", e.message()),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks ranges; every error names the field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field: &str, reason: &str| {
+            Err(Error::Training {
+                reason: format!("SFT setting `{field}` {reason}"),
+            })
+        };
+        if !(self.learning_rate.is_finite() && self.learning_rate >= 0.0) {
+            return bad("learning_rate", "must be a finite number >= 0");
+        }
+        if self.per_device_train_batch_size == 0 {
+            return bad("per_device_train_batch_size", "must be at least 1");
+        }
+        if self.gradient_accumulation_steps == 0 {
+            return bad("gradient_accumulation_steps", "must be at least 1");
+        }
+        if self.max_length < 2 {
+            return bad("max_length", "must be at least 2");
+        }
+        if self.max_steps == 0 || self.max_steps < -1 {
+            return bad("max_steps", "must be -1 (unset) or positive");
+        }
+        Ok(())
+    }
+
+    fn adamw(&self) -> AdamWConfig {
+        AdamWConfig {
+            lr: self.learning_rate,
+            beta1: self.adam_beta1,
+            beta2: self.adam_beta2,
+            eps: self.adam_epsilon,
+            weight_decay: self.weight_decay,
+            max_grad_norm: (self.max_grad_norm > 0.0).then_some(self.max_grad_norm),
+        }
+    }
+}
+
+/// A tokenised example: prompt ids and completion ids (EOS included).
+type Tokenised = (Vec<u32>, Vec<u32>);
+
+/// An SFT run in progress.
+pub struct SftTrainer<D: Device<f32>> {
+    config: SftConfig,
+    examples: Vec<Tokenised>,
+    /// The model being trained.
+    pub model: CausalLm<f32, D>,
+    /// Its optimiser.
+    pub optimizer: AdamW<f32, D>,
+    /// Where the run stands.
+    pub state: RunState,
+    schedule: Schedule,
+    pad: u32,
+}
+
+impl<D: Device<f32>> SftTrainer<D> {
+    /// Prepares a run; `resume` continues from a checkpoint's optimiser and state.
+    pub fn new(
+        config: SftConfig,
+        examples: &[SftExample],
+        tokenizer: &Tokenizer,
+        model: CausalLm<f32, D>,
+        resume: Option<(AdamW<f32, D>, RunState)>,
+    ) -> Result<Self> {
+        config.validate()?;
+        if examples.is_empty() {
+            return Err(Error::Training {
+                reason: "no SFT examples".into(),
+            });
+        }
+        let eos = *model
+            .config
+            .eos_token_ids
+            .first()
+            .ok_or_else(|| Error::Training {
+                reason: "the model config names no eos_token_id".into(),
+            })?;
+        let examples = examples
+            .iter()
+            .map(|e| {
+                let mut prompt = tokenizer.encode(&e.prompt, true)?;
+                let mut completion = tokenizer.encode(&e.completion, false)?;
+                completion.push(eos);
+                let max = config.max_length;
+                if prompt.len() + completion.len() > max {
+                    let keep_prompt = prompt
+                        .len()
+                        .min(max.saturating_sub(completion.len()))
+                        .max(1);
+                    prompt.drain(..prompt.len() - keep_prompt);
+                    completion.truncate(max - keep_prompt);
+                }
+                Ok((prompt, completion))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps;
+        let total = if config.max_steps > 0 {
+            config.max_steps as u64
+        } else {
+            ((config.num_train_epochs * examples.len() as f64 / per_step as f64).ceil() as u64)
+                .max(1)
+        };
+        let (optimizer, state) = match resume {
+            Some((mut opt, state)) if state.kind == "sft" => {
+                opt.config = config.adamw();
+                (opt, state)
+            }
+            Some((_, state)) => {
+                return Err(Error::Training {
+                    reason: format!("cannot resume SFT from a `{}` checkpoint", state.kind),
+                });
+            }
+            None => (
+                AdamW::new(config.adamw()),
+                RunState {
+                    kind: "sft".into(),
+                    total_steps: total,
+                    ..RunState::default()
+                },
+            ),
+        };
+        let schedule = Schedule::new(
+            config.learning_rate,
+            config.lr_scheduler_type,
+            config.warmup_steps,
+            config.warmup_ratio,
+            state.total_steps as usize,
+        );
+        Ok(Self {
+            pad: super::grpo::pad_token(&model),
+            config,
+            examples,
+            model,
+            optimizer,
+            state,
+            schedule,
+        })
+    }
+
+    /// Whether every planned step has been taken.
+    pub fn finished(&self) -> bool {
+        self.state.step >= self.state.total_steps
+    }
+
+    /// Runs the remaining steps, logging and checkpointing like GRPO.
+    pub fn train(
+        &mut self,
+        output: &mut RunOutput,
+        on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+    ) -> Result<()> {
+        while !self.finished() {
+            let metrics = self.step()?;
+            output.metrics.append(&metrics)?;
+            on_step(&metrics, &self.state);
+            if output.due(self.state.step) || self.finished() {
+                output.save(&self.model, &self.optimizer, &self.state)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The example at position `k` of the run's stream: epoch by epoch, each in seeded order.
+    fn example_at(&self, k: u64) -> usize {
+        let n = self.examples.len() as u64;
+        let mut order: Vec<usize> = (0..n as usize).collect();
+        let mut rng = StdRng::seed_from_u64(derive_seed(self.config.seed, STREAM_ORDER, k / n));
+        order.shuffle(&mut rng);
+        order[(k % n) as usize]
+    }
+
+    /// One optimiser step over `gradient_accumulation_steps` micro-batches.
+    pub fn step(&mut self) -> Result<StepMetrics> {
+        let started = Instant::now();
+        let bs = self.config.per_device_train_batch_size as u64;
+        let micro: Vec<Vec<usize>> = (0..self.config.gradient_accumulation_steps as u64)
+            .map(|m| {
+                let first = (self.state.micro_step + m) * bs;
+                (first..first + bs).map(|k| self.example_at(k)).collect()
+            })
+            .collect();
+        let total_tokens: usize = micro
+            .iter()
+            .flatten()
+            .map(|&i| self.examples[i].1.len())
+            .sum();
+        let mut acc = MetricsAccumulator::default();
+        let mut grads = self.model.params.alloc_grads();
+        let (mut loss_sum, mut seen) = (0.0, 0u64);
+        for rows in &micro {
+            let pairs: Vec<(&[u32], &[u32])> = rows
+                .iter()
+                .map(|&i| (self.examples[i].0.as_slice(), self.examples[i].1.as_slice()))
+                .collect();
+            seen += pairs
+                .iter()
+                .map(|(p, c)| (p.len() + c.len()) as u64)
+                .sum::<u64>();
+            let packed = pack(&pairs, self.pad)?;
+            let out = self
+                .model
+                .token_logps(&packed.batch, packed.completion_start, 1.0, grads)?;
+            let (rows_n, cols) = *out.logps.shape();
+            let weights: Vec<f32> = packed
+                .completion_mask
+                .iter()
+                .map(|&m| (-m / total_tokens as f64) as f32)
+                .collect();
+            let entropy = out.entropy.as_vec();
+            let tokens: f64 = packed.completion_mask.iter().sum();
+            let entropy_sum: f64 = entropy
+                .iter()
+                .zip(&packed.completion_mask)
+                .map(|(&e, &m)| f64::from(e) * m)
+                .sum();
+            acc.record("entropy", entropy_sum / tokens.max(1.0));
+            let dev = out.logps.device().clone();
+            let loss = (out.logps * dev.tensor_from_vec(weights, (rows_n, cols))).sum::<(), _>();
+            loss_sum += f64::from(loss.as_vec()[0]);
+            grads = self.model.params.keep_param_grads(loss.backward());
+        }
+        self.state.micro_step += micro.len() as u64;
+        self.state.num_tokens += seen;
+        let lr = self.schedule.lr(self.state.step as usize);
+        self.optimizer.config.lr = lr;
+        let stats = self.optimizer.step(&mut self.model.params, &mut grads);
+        self.state.step += 1;
+        let elapsed = started.elapsed().as_secs_f64();
+        let mut values = acc.means();
+        values.extend([
+            ("loss".to_owned(), loss_sum),
+            ("grad_norm".to_owned(), stats.grad_norm),
+            ("learning_rate".to_owned(), lr),
+            ("num_tokens".to_owned(), self.state.num_tokens as f64),
+            ("step_time".to_owned(), elapsed),
+            (
+                "tokens_per_second".to_owned(),
+                seen as f64 / elapsed.max(1e-9),
+            ),
+            (
+                "epoch".to_owned(),
+                (self.state.micro_step * bs) as f64 / self.examples.len() as f64,
+            ),
+        ]);
+        Ok(StepMetrics {
+            step: self.state.step,
+            values,
+        })
+    }
+}

@@ -1,0 +1,263 @@
+//! Flags of `trainer sft`, `trainer grpo`, `trainer predict` and `trainer demo`, turned into the
+//! typed commands of `swerve_trainer::train::commands`, with a progress bar on stderr.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use swerve_harness::plugin_spec::PluginSpec;
+use swerve_trainer::generate::SamplingConfig;
+use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::train::commands::{
+    self, GrpoCommand, ModelSource, OutputSpec, PredictCommand, SftCommand, SftData,
+};
+use swerve_trainer::train::data::PromptStyle;
+use swerve_trainer::train::demo::{self, DemoConfig};
+use swerve_trainer::train::metrics_log::StepMetrics;
+use swerve_trainer::train::rewards::PluginRewards;
+use swerve_trainer::train::state::RunState;
+
+/// Where a run starts and where it writes.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Initial model directory (config.json, model.safetensors, tokenizer.json)
+    #[arg(long)]
+    model: PathBuf,
+    /// Continue from this checkpoint of the same run (written under --output)
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    /// Output directory: metrics.jsonl, checkpoint-<step>/, plots/
+    #[arg(long)]
+    output: PathBuf,
+    /// Save a checkpoint every N steps (0: only at the end)
+    #[arg(long, default_value_t = 0)]
+    save_steps: u64,
+    /// Settings file (TOML, TRL's key names)
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one setting: KEY=VALUE with a TOML value (repeatable), e.g. --set beta=0.04
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+/// How tasks become prompts.
+#[derive(Debug, clap::Args)]
+pub struct PromptArgs {
+    /// Prompt format: plain (instructions as text), bare (task only) or chatml
+    #[arg(long, default_value = "plain")]
+    prompt_format: PromptFormat,
+    /// Show only the oracle's changed regions with N context lines (training shortcut)
+    #[arg(long, value_name = "N")]
+    focus: Option<usize>,
+}
+
+impl PromptArgs {
+    fn style(&self) -> PromptStyle {
+        PromptStyle {
+            format: self.prompt_format,
+            focus: self.focus,
+        }
+    }
+}
+
+/// `trainer sft`.
+#[derive(Debug, clap::Args)]
+pub struct SftArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Prompt/completion pairs (JSONL with `prompt` and `completion`)
+    #[arg(long, conflicts_with = "dataset", required_unless_present = "dataset")]
+    data: Option<PathBuf>,
+    /// Task rows instead: train on each task's gold SEARCH/REPLACE completion
+    #[arg(long)]
+    dataset: Option<PathBuf>,
+    #[command(flatten)]
+    prompt: PromptArgs,
+}
+
+/// `trainer grpo`.
+#[derive(Debug, clap::Args)]
+pub struct GrpoArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// Task rows (JSONL with problem_statement, code_context, oracle_new_content)
+    #[arg(long)]
+    dataset: PathBuf,
+    /// A reward plugin: `NAME|PATH[=WEIGHT][,fuel=N][,memory=SIZE][,timeout=DUR]`; repeatable
+    #[arg(long = "plugin", required = true, value_name = "SPEC")]
+    plugins: Vec<PluginSpec>,
+    #[command(flatten)]
+    prompt: PromptArgs,
+    /// Threads that score rewards (default: all cores)
+    #[arg(long)]
+    reward_jobs: Option<usize>,
+}
+
+/// `trainer predict`.
+#[derive(Debug, clap::Args)]
+pub struct PredictArgs {
+    /// Model directory (e.g. a checkpoint)
+    #[arg(long)]
+    model: PathBuf,
+    /// Task rows
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Predictions file to write (SWE-bench JSONL)
+    #[arg(long)]
+    output: PathBuf,
+    #[command(flatten)]
+    prompt: PromptArgs,
+    /// Most new tokens per task
+    #[arg(long, default_value_t = 512)]
+    max_new_tokens: usize,
+    /// Sampling temperature; 0 is greedy
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f64,
+    /// Seed of the sampler
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Tasks per generation batch
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+}
+
+/// `trainer demo`.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// The run's settings
+    #[arg(long, default_value = "trainer/configs/swerve-mini-tiny.toml")]
+    config: PathBuf,
+    /// Repository root (dataset and tiny model assets are found from it)
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Output directory
+    #[arg(long, default_value = "target/swerve-mini-tiny")]
+    output: PathBuf,
+    /// Reward plugins (default: swe-rl)
+    #[arg(long = "plugin", value_name = "SPEC")]
+    plugins: Vec<PluginSpec>,
+}
+
+fn source(run: &RunArgs) -> ModelSource {
+    ModelSource {
+        model: run.model.clone(),
+        resume: run.resume.clone(),
+    }
+}
+
+fn output(run: &RunArgs) -> OutputSpec {
+    OutputSpec {
+        dir: run.output.clone(),
+        save_steps: run.save_steps,
+    }
+}
+
+/// A progress bar over a run's steps showing the step, a metric and the ETA.
+fn progress(kind: &'static str, metric: &'static str) -> impl FnMut(&StepMetrics, &RunState) {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} {msg} eta {eta}")
+            .expect("valid template"),
+    );
+    bar.set_prefix(kind);
+    move |m: &StepMetrics, s: &RunState| {
+        bar.set_length(s.total_steps);
+        bar.set_position(s.step);
+        if let Some(v) = m.get(metric) {
+            bar.set_message(format!("{metric} {v:.4}"));
+        }
+        if s.step >= s.total_steps {
+            bar.finish();
+        }
+    }
+}
+
+pub fn run_sft(args: &SftArgs) -> anyhow::Result<()> {
+    let data = match (&args.data, &args.dataset) {
+        (Some(pairs), _) => SftData::Pairs(pairs.clone()),
+        (None, Some(tasks)) => SftData::Gold(tasks.clone(), args.prompt.style()),
+        (None, None) => anyhow::bail!("give --data or --dataset"),
+    };
+    let cmd = SftCommand {
+        source: source(&args.run),
+        data,
+        config: commands::sft_config(args.run.config.as_deref(), &args.run.overrides)?,
+        output: output(&args.run),
+    };
+    let last = commands::run_sft(&cmd, &mut progress("sft", "loss"))?;
+    println!("{}", last.display());
+    Ok(())
+}
+
+pub fn run_grpo(args: &GrpoArgs) -> anyhow::Result<()> {
+    let cmd = GrpoCommand {
+        source: source(&args.run),
+        dataset: args.dataset.clone(),
+        plugins: args.plugins.clone(),
+        config: commands::grpo_config(args.run.config.as_deref(), &args.run.overrides)?,
+        prompt_style: args.prompt.style(),
+        output: output(&args.run),
+        reward_jobs: args
+            .reward_jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward"))?;
+    println!("{}", last.display());
+    Ok(())
+}
+
+pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
+    let cmd = PredictCommand {
+        model: args.model.clone(),
+        dataset: args.dataset.clone(),
+        prompt_style: args.prompt.style(),
+        sampling: SamplingConfig {
+            temperature: args.temperature,
+            max_new_tokens: args.max_new_tokens,
+            seed: args.seed,
+            ..SamplingConfig::default()
+        },
+        batch: args.batch,
+        output: args.output.clone(),
+    };
+    let reward = commands::run_predict(&cmd)?;
+    eprintln!("mean swe-rl reward {reward:.4}");
+    println!("{}", args.output.display());
+    Ok(())
+}
+
+pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
+    let text = fs_err::read_to_string(&args.config)?;
+    let config = DemoConfig::from_toml_str(&text)
+        .with_context(|| format!("cannot read {}", args.config.display()))?;
+    let plugins = if args.plugins.is_empty() {
+        vec!["swe-rl".parse::<PluginSpec>()?]
+    } else {
+        args.plugins.clone()
+    };
+    let rewards = PluginRewards::load(
+        &plugins,
+        config.grpo.reward_weights.as_deref(),
+        commands::plugin_host_config(),
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+    )?;
+    let paths = demo::default_paths(&args.root, &args.output);
+    let mut sft_bar = progress("sft", "loss");
+    let mut grpo_bar = progress("grpo", "reward");
+    let summary = demo::run(&config, &paths, &rewards, &mut |kind, m, s| match kind {
+        "sft" => sft_bar(m, s),
+        _ => grpo_bar(m, s),
+    })?;
+    eprintln!(
+        "reward: first tenth {:.4}, last tenth {:.4} over {} GRPO steps; predictions: mean \
+         swe-rl reward {:.4}, {} with a patch; {:.0} s",
+        summary.reward_first_tenth,
+        summary.reward_last_tenth,
+        summary.grpo_steps,
+        summary.prediction_reward_mean,
+        summary.predictions_with_patch,
+        summary.seconds.get("total").copied().unwrap_or(0.0),
+    );
+    println!("{}", args.output.join("summary.json").display());
+    Ok(())
+}

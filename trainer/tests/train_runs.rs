@@ -1,0 +1,233 @@
+//! Whole training runs on the tiny fixture model (vocabulary `w0 … w60`): GRPO is a function of
+//! its seed, resuming from a checkpoint continues exactly like the uninterrupted run, and SFT
+//! lowers its loss.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use dfdx::prelude::Cpu;
+use swerve_trainer::grpo::GrpoConfig;
+use swerve_trainer::model::CausalLm;
+use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::tokenizer::Tokenizer;
+use swerve_trainer::train::RunOutput;
+use swerve_trainer::train::data::{PromptStyle, SftExample, TaskRow};
+use swerve_trainer::train::grpo::{GrpoInputs, GrpoTrainer};
+use swerve_trainer::train::metrics_log::{self, StepMetrics};
+use swerve_trainer::train::rewards::FnRewards;
+use swerve_trainer::train::sft::{SftConfig, SftTrainer};
+use swerve_trainer::train::state;
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2")
+}
+
+fn tasks() -> Vec<TaskRow> {
+    (0..4)
+        .map(|i| TaskRow {
+            instance_id: format!("t__t-{i}"),
+            problem_statement: format!("w{i} w{} w{}", i + 10, i + 20),
+            code_context: BTreeMap::new(),
+            oracle_new_content: BTreeMap::new(),
+            patch: None,
+        })
+        .collect()
+}
+
+/// Rewards completions by how often they say `w7` (and, as a second function, by length).
+fn rewards() -> FnRewards {
+    FnRewards {
+        functions: vec![
+            (
+                "sevens".into(),
+                1.0,
+                Box::new(|s| {
+                    let words = s.completion.split_whitespace().count().max(1);
+                    Some(s.completion.matches("w7").count() as f64 / words as f64)
+                }),
+            ),
+            (
+                "short".into(),
+                0.1,
+                Box::new(|s| Some(-(s.completion.len() as f64) / 100.0)),
+            ),
+        ],
+    }
+}
+
+fn config(beta: f64, num_iterations: usize) -> GrpoConfig {
+    GrpoConfig::from_toml_str(&format!(
+        r#"
+        learning_rate = 5e-3
+        lr_scheduler_type = "cosine"
+        warmup_steps = 1
+        max_steps = 4
+        num_generations = 4
+        per_device_train_batch_size = 4
+        gradient_accumulation_steps = 2
+        max_completion_length = 6
+        beta = {beta}
+        epsilon_high = 0.28
+        num_iterations = {num_iterations}
+        seed = 7
+        "#
+    ))
+    .unwrap()
+}
+
+/// Metrics without the wall-clock ones.
+fn comparable(history: &[StepMetrics]) -> Vec<BTreeMap<String, f64>> {
+    history
+        .iter()
+        .map(|m| {
+            m.values
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "step_time" | "tokens_per_second"))
+                .map(|(k, v)| (k.clone(), if v.is_nan() { -999.0 } else { *v }))
+                .collect()
+        })
+        .collect()
+}
+
+/// Runs GRPO in `dir` (resuming from `resume` when given) up to `stop_after` steps.
+fn grpo_run(
+    config: &GrpoConfig,
+    dir: &Path,
+    resume: Option<&Path>,
+    stop_after: u64,
+) -> Vec<StepMetrics> {
+    let dev = Cpu::default();
+    let tokenizer = Tokenizer::from_file(&fixture().join("tokenizer.json")).unwrap();
+    let initial = CausalLm::<f32, Cpu>::load(&fixture(), &dev).unwrap();
+    let tasks = tasks();
+    let rewards = rewards();
+    let (policy, resumed) = match resume {
+        Some(ckpt) => {
+            let (model, opt, run) = state::load(ckpt, &dev).unwrap();
+            (model, Some((opt, run)))
+        }
+        None => (initial.clone(), None),
+    };
+    let resumed_at = resumed.as_ref().map_or(0, |(_, s)| s.step);
+    let mut trainer = GrpoTrainer::new(
+        config.clone(),
+        GrpoInputs {
+            tasks: &tasks,
+            prompt_style: PromptStyle {
+                format: PromptFormat::Bare,
+                focus: None,
+            },
+            tokenizer: &tokenizer,
+            rewards: &rewards,
+            executor: None,
+        },
+        policy,
+        &initial,
+        resumed,
+    )
+    .unwrap();
+    let mut output = RunOutput::in_dir(dir, resumed_at, 2, None).unwrap();
+    while trainer.state.step < stop_after {
+        let m = trainer.step().unwrap();
+        output.metrics.append(&m).unwrap();
+        if output.due(trainer.state.step) {
+            output
+                .save(&trainer.policy, &trainer.optimizer, &trainer.state)
+                .unwrap();
+        }
+    }
+    metrics_log::read(output.metrics.path()).unwrap()
+}
+
+#[test]
+fn same_seed_same_metrics() {
+    let config = config(0.04, 1);
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = grpo_run(&config, a.path(), None, 4);
+    let second = grpo_run(&config, b.path(), None, 4);
+    assert_eq!(first.len(), 4);
+    for name in [
+        "reward",
+        "rewards/sevens/mean",
+        "kl",
+        "loss",
+        "grad_norm",
+        "entropy",
+    ] {
+        assert!(
+            first[3].values.contains_key(name),
+            "{name} missing: {:?}",
+            first[3]
+        );
+    }
+    assert!(
+        first[3].get("kl").unwrap() > 0.0,
+        "the policy moved away from the reference"
+    );
+    assert_eq!(comparable(&first), comparable(&second));
+    let other = grpo_run(
+        &GrpoConfig {
+            seed: 8,
+            ..config.clone()
+        },
+        tempfile::tempdir().unwrap().path(),
+        None,
+        4,
+    );
+    assert_ne!(comparable(&first), comparable(&other), "the seed matters");
+}
+
+#[test]
+fn resume_equals_uninterrupted() {
+    // μ = 2 also exercises stored old log-probs and a generation batch spanning two steps.
+    for config in [config(0.0, 1), config(0.04, 2)] {
+        let whole = tempfile::tempdir().unwrap();
+        let uninterrupted = grpo_run(&config, whole.path(), None, 4);
+        let split = tempfile::tempdir().unwrap();
+        grpo_run(&config, split.path(), None, 3);
+        let resumed = grpo_run(
+            &config,
+            split.path(),
+            Some(&split.path().join("checkpoint-2")),
+            4,
+        );
+        assert_eq!(resumed.len(), 4);
+        assert_eq!(
+            comparable(&uninterrupted),
+            comparable(&resumed),
+            "{config:?}"
+        );
+    }
+}
+
+#[test]
+fn sft_loss_decreases() {
+    let dev = Cpu::default();
+    let tokenizer = Tokenizer::from_file(&fixture().join("tokenizer.json")).unwrap();
+    let model = CausalLm::<f32, Cpu>::load(&fixture(), &dev).unwrap();
+    let examples: Vec<SftExample> = (0..6)
+        .map(|i| SftExample {
+            prompt: format!("w{i} w{}", i + 1),
+            completion: format!("w{} w{} w{} w40", i + 30, i + 31, i + 32),
+        })
+        .collect();
+    let config = SftConfig {
+        learning_rate: 1e-2,
+        max_steps: 30,
+        per_device_train_batch_size: 3,
+        gradient_accumulation_steps: 2,
+        warmup_steps: 2,
+        ..SftConfig::default()
+    };
+    let mut trainer = SftTrainer::new(config, &examples, &tokenizer, model, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut output = RunOutput::in_dir(dir.path(), 0, 0, None).unwrap();
+    trainer.train(&mut output, &mut |_, _| {}).unwrap();
+    let history = metrics_log::read(output.metrics.path()).unwrap();
+    let loss = |i: usize| history[i].get("loss").unwrap();
+    assert_eq!(history.len(), 30);
+    assert!(loss(29) < 0.3 * loss(0), "{} → {}", loss(0), loss(29));
+    // The final checkpoint is a model directory `trainer generate` loads.
+    let last = output.checkpoint_path(30);
+    CausalLm::<f32, Cpu>::load(&last, &dev).unwrap();
+}
