@@ -22,7 +22,12 @@ fn swe_rl_plugin_reproduces_every_development_vector() {
     let vectors = dev_vectors();
     let samples = samples();
     let host = Host::new(HostConfig::default()).unwrap();
-    let plugin = host.load_reward(&swerve_plugins::bundled("swe-rl"), &BudgetOverrides::default()).unwrap();
+    let plugin = host
+        .load_reward(
+            &swerve_plugins::bundled("swe-rl"),
+            &BudgetOverrides::default(),
+        )
+        .unwrap();
     for isolation in [Isolation::Batch, Isolation::Strict] {
         let outcomes = plugin.score(&samples, isolation);
         let mut mismatches = Vec::new();
@@ -33,12 +38,26 @@ fn swe_rl_plugin_reproduces_every_development_vector() {
                 mismatches.push(v.id.clone());
             }
             let format_error = v.expected["format_error"].as_bool().unwrap();
-            assert_eq!(score.metrics["format_error"] == 1.0, format_error, "{}", v.id);
+            assert_eq!(
+                score.metrics["format_error"] == 1.0,
+                format_error,
+                "{}",
+                v.id
+            );
             if format_error {
-                assert_eq!(score.message.as_deref(), v.expected["error"].as_str(), "{}", v.id);
+                assert_eq!(
+                    score.message.as_deref(),
+                    v.expected["error"].as_str(),
+                    "{}",
+                    v.id
+                );
             }
         }
-        assert!(mismatches.is_empty(), "{isolation:?}: {} mismatches: {mismatches:?}", mismatches.len());
+        assert!(
+            mismatches.is_empty(),
+            "{isolation:?}: {} mismatches: {mismatches:?}",
+            mismatches.len()
+        );
     }
 }
 
@@ -46,9 +65,21 @@ fn swe_rl_plugin_reproduces_every_development_vector() {
 fn format_plugin_is_minus_one_exactly_for_format_errors() {
     let vectors = dev_vectors();
     let host = Host::new(HostConfig::default()).unwrap();
-    let plugin = host.load_reward(&swerve_plugins::bundled("format"), &BudgetOverrides::default()).unwrap();
-    for (v, o) in vectors.iter().zip(plugin.score(&samples(), Isolation::Batch)) {
-        let expect = if v.expected["format_error"].as_bool().unwrap() { -1.0 } else { 0.0 };
+    let plugin = host
+        .load_reward(
+            &swerve_plugins::bundled("format"),
+            &BudgetOverrides::default(),
+        )
+        .unwrap();
+    for (v, o) in vectors
+        .iter()
+        .zip(plugin.score(&samples(), Isolation::Batch))
+    {
+        let expect = if v.expected["format_error"].as_bool().unwrap() {
+            -1.0
+        } else {
+            0.0
+        };
         assert_eq!(o.unwrap().reward, Some(expect), "{}", v.id);
     }
 }

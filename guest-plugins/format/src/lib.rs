@@ -18,12 +18,17 @@ impl swerve_plugin_kit::RewardPlugin for Format {
     }
 
     fn score(sample: &Sample) -> Result<Score, String> {
-        let context: FileMap =
-            sample.code_context.iter().map(|f| (f.path.clone(), f.content.clone())).collect();
-        Ok(match swerve_swe_rl::parse_and_apply(&context, &sample.completion) {
-            Ok(edits) => Score::reward(0.0).with_metric("blocks", edits.blocks.len() as f64),
-            Err(e) => Score::reward(-1.0).with_message(e.to_string()),
-        })
+        let context: FileMap = sample
+            .code_context
+            .iter()
+            .map(|f| (f.path.clone(), f.content.clone()))
+            .collect();
+        Ok(
+            match swerve_swe_rl::parse_and_apply(&context, &sample.completion) {
+                Ok(edits) => Score::reward(0.0).with_metric("blocks", edits.blocks.len() as f64),
+                Err(e) => Score::reward(-1.0).with_message(e.to_string()),
+            },
+        )
     }
 }
 

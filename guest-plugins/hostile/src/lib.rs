@@ -43,7 +43,10 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
                 Ok(Score::reward(v[v.len() - 1] as f64))
             }
             "recurse" => Ok(Score::reward(recurse(black_box(1)) as f64)),
-            "panic" => panic!("hostile plugin panicked on purpose for sample {}", sample.id),
+            "panic" => panic!(
+                "hostile plugin panicked on purpose for sample {}",
+                sample.id
+            ),
             "exit" => std::process::exit(3),
             "error" => Err(format!("sample {} is not scorable", sample.id)),
             "nan" => Ok(Score::reward(f64::NAN)),
@@ -77,7 +80,9 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
                         opened += 1.0;
                     }
                 }
-                if std::net::UdpSocket::bind("0.0.0.0:0").is_ok_and(|s| s.send_to(b"x", "8.8.8.8:53").is_ok()) {
+                if std::net::UdpSocket::bind("0.0.0.0:0")
+                    .is_ok_and(|s| s.send_to(b"x", "8.8.8.8:53").is_ok())
+                {
                     opened += 1.0;
                 }
                 let resolved = std::net::ToSocketAddrs::to_socket_addrs("example.com:80").is_ok();
@@ -103,7 +108,8 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
                 use std::hash::{BuildHasher, Hasher};
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();
                 h.write_u64(42);
-                Ok(Score::reward(0.0).with_metric("hash_low_bits", (h.finish() & 0xffff_ffff) as f64))
+                Ok(Score::reward(0.0)
+                    .with_metric("hash_low_bits", (h.finish() & 0xffff_ffff) as f64))
             }
             other => Err(format!("unknown attack `{other}`")),
         }
@@ -113,7 +119,11 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
 #[inline(never)]
 fn recurse(depth: u64) -> u64 {
     let frame = black_box([depth; 16]);
-    if black_box(depth) == 0 { frame[3] } else { recurse(depth + 1) + frame[7] }
+    if black_box(depth) == 0 {
+        frame[3]
+    } else {
+        recurse(depth + 1) + frame[7]
+    }
 }
 
 swerve_plugin_kit::export_reward!(Hostile);

@@ -13,14 +13,17 @@ impl swerve_plugin_kit::EvaluatorPlugin for SwebenchParsers {
         PluginInfo {
             name: "swebench-parsers".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            description: "SWE-bench 5 log parsers for Python repositories (pytest, django, sympy, ...)".into(),
+            description:
+                "SWE-bench 5 log parsers for Python repositories (pytest, django, sympy, ...)"
+                    .into(),
         }
     }
 
     fn parse(log: &str, context: &LogContext) -> Result<Vec<TestResult>, String> {
         let parser = if context.parser.is_empty() {
-            Parser::for_repo(&context.repo)
-                .ok_or_else(|| format!("no SWE-bench log parser for repository `{}`", context.repo))?
+            Parser::for_repo(&context.repo).ok_or_else(|| {
+                format!("no SWE-bench log parser for repository `{}`", context.repo)
+            })?
         } else {
             Parser::from_log_parser_name(&context.parser)
                 .ok_or_else(|| format!("no SWE-bench log parser named `{}`", context.parser))?
@@ -34,7 +37,10 @@ impl swerve_plugin_kit::EvaluatorPlugin for SwebenchParsers {
         Ok(parser
             .parse(log, &ctx)
             .iter()
-            .map(|(name, status)| TestResult { name: name.to_owned(), status: to_wit(status) })
+            .map(|(name, status)| TestResult {
+                name: name.to_owned(),
+                status: to_wit(status),
+            })
             .collect())
     }
 }

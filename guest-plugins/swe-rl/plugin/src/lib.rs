@@ -9,7 +9,10 @@ use swerve_swe_rl::FileMap;
 struct SweRl;
 
 fn file_map(files: &[File]) -> FileMap {
-    files.iter().map(|f| (f.path.clone(), f.content.clone())).collect()
+    files
+        .iter()
+        .map(|f| (f.path.clone(), f.content.clone()))
+        .collect()
 }
 
 impl swerve_plugin_kit::RewardPlugin for SweRl {
@@ -17,7 +20,9 @@ impl swerve_plugin_kit::RewardPlugin for SweRl {
         PluginInfo {
             name: "swe-rl".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            description: "SWE-RL search/replace reward: -1 if malformed, else patch similarity to the oracle".into(),
+            description:
+                "SWE-RL search/replace reward: -1 if malformed, else patch similarity to the oracle"
+                    .into(),
         }
     }
 
