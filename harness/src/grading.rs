@@ -147,16 +147,7 @@ pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Gradin
             GradeOutcome::NotGradeable(problem)
         }
         Ok(evaluation) => {
-            report.patch_successfully_applied = true;
-            let tests = tests_status(
-                &evaluation.status_map,
-                &instance.fail_to_pass,
-                &instance.pass_to_pass,
-                instance.eval_type.unwrap_or_default(),
-            );
-            let resolution = resolution_status(&tests);
-            report.resolved = resolution == ResolutionStatus::Full;
-            report.tests_status = Some(tests);
+            let resolution = apply_status_map(&mut report, instance, &evaluation.status_map);
             GradeOutcome::Graded {
                 resolution,
                 evaluation,
@@ -164,6 +155,26 @@ pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Gradin
         }
     };
     Ok(Grading { report, outcome })
+}
+
+/// Grades a parsed log into `report` (the patch applied; per-test outcomes; `resolved`) and
+/// returns the resolution status. Shared by [`grade`] and `harness run`'s plugin-parsed logs.
+pub fn apply_status_map(
+    report: &mut InstanceReport,
+    instance: &Instance,
+    status_map: &StatusMap,
+) -> ResolutionStatus {
+    report.patch_successfully_applied = true;
+    let tests = tests_status(
+        status_map,
+        &instance.fail_to_pass,
+        &instance.pass_to_pass,
+        instance.eval_type.unwrap_or_default(),
+    );
+    let resolution = resolution_status(&tests);
+    report.resolved = resolution == ResolutionStatus::Full;
+    report.tests_status = Some(tests);
+    resolution
 }
 
 /// The status a dataset test id resolves to (v5, PR #617): the id's own entry; otherwise, only

@@ -15,7 +15,7 @@ use swerve_log_parsers::{
 };
 
 use crate::dataset::Instance;
-use crate::grading::{PatchState, ResolutionStatus, resolution_status, tests_status};
+use crate::grading::{PatchState, ResolutionStatus, apply_status_map};
 use crate::report::InstanceReport;
 
 /// What a hardened run recorded outside the container about its test region.
@@ -175,16 +175,7 @@ pub fn grade_evaluation(
             }
         }
         Ok(evaluation) => {
-            report.patch_successfully_applied = true;
-            let tests = tests_status(
-                &evaluation.status_map,
-                &instance.fail_to_pass,
-                &instance.pass_to_pass,
-                instance.eval_type.unwrap_or_default(),
-            );
-            let resolution = resolution_status(&tests);
-            report.resolved = resolution == ResolutionStatus::Full;
-            report.tests_status = Some(tests);
+            let resolution = apply_status_map(&mut report, instance, &evaluation.status_map);
             Graded {
                 report,
                 resolution: Some(resolution),
