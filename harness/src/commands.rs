@@ -93,18 +93,8 @@ pub struct RunArgs {
     /// Seconds for one instance's eval script.
     #[arg(short = 't', long, default_value_t = 1800)]
     timeout: u64,
-    /// Names the log folder, the containers and the run report.
-    #[arg(long, alias = "run_id")]
-    run_id: String,
-    /// Folder of the run report.
-    #[arg(long, alias = "report_dir", default_value = ".")]
-    report_dir: PathBuf,
-    /// Folder holding `run_evaluation/`.
-    #[arg(long, default_value = "logs")]
-    log_dir: PathBuf,
-    /// An evaluator plugin (.wasm) to parse logs (default: bundled swebench-parsers).
-    #[arg(long, value_name = "PATH")]
-    log_parser: Option<PathBuf>,
+    #[command(flatten)]
+    files: RunFiles,
     /// Hardened (default) or SWE-bench-compatible execution and grading.
     #[arg(long, value_enum, default_value = "hardened")]
     mode: ModeArg,
@@ -118,15 +108,10 @@ pub struct RunArgs {
     cache: CacheArgs,
 }
 
-/// `harness report`.
+/// Where a run's results live and how its logs are parsed (shared by `run` and `report`).
 #[derive(Args)]
-pub struct ReportArgs {
-    #[command(flatten)]
-    dataset: DatasetArgs,
-    /// The predictions the run used, or `gold`.
-    #[arg(short = 'p', long, alias = "predictions_path")]
-    predictions: String,
-    /// The run id.
+pub struct RunFiles {
+    /// Names the log folder, the containers and the run report.
     #[arg(long, alias = "run_id")]
     run_id: String,
     /// Folder of the run report.
@@ -135,9 +120,21 @@ pub struct ReportArgs {
     /// Folder holding `run_evaluation/`.
     #[arg(long, default_value = "logs")]
     log_dir: PathBuf,
-    /// An evaluator plugin (.wasm) to parse logs.
+    /// An evaluator plugin (.wasm) to parse logs (default: bundled swebench-parsers).
     #[arg(long, value_name = "PATH")]
     log_parser: Option<PathBuf>,
+}
+
+/// `harness report`.
+#[derive(Args)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    dataset: DatasetArgs,
+    /// The predictions the run used, or `gold`.
+    #[arg(short = 'p', long, alias = "predictions_path")]
+    predictions: String,
+    #[command(flatten)]
+    files: RunFiles,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -227,7 +224,7 @@ impl Progress for Bar {
 
 /// `harness run`.
 pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode> {
-    if args.run_id.is_empty() {
+    if args.files.run_id.is_empty() {
         bail!("--run-id must be non-empty");
     }
     let source = args.dataset.resolve()?;
@@ -238,14 +235,14 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
         NetworkArg::Bridge => Network::Bridge,
     };
     let config = RunConfig {
-        run_id: args.run_id.clone(),
+        run_id: args.files.run_id.clone(),
         source,
         instance_ids: args.dataset.instance_ids.clone(),
         predictions,
         max_workers: usize::try_from(args.max_workers).unwrap_or(1).max(1),
         timeout: Duration::from_secs(args.timeout),
-        log_root: args.log_dir.clone(),
-        report_dir: args.report_dir.clone(),
+        log_root: args.files.log_dir.clone(),
+        report_dir: args.files.report_dir.clone(),
         mode: match args.mode {
             ModeArg::Hardened => Mode::Hardened,
             ModeArg::Compat => Mode::Compat,
@@ -256,7 +253,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
         },
         limits,
     };
-    let plugin = evaluator(args.log_parser.as_ref(), &args.cache)?;
+    let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
     let bar = if quiet {
         indicatif::ProgressBar::hidden()
     } else {
@@ -295,19 +292,19 @@ pub fn report(args: ReportArgs) -> anyhow::Result<std::process::ExitCode> {
     let source = args.dataset.resolve()?;
     let predictions = load_predictions(&args.predictions, &source)?;
     let config = RunConfig {
-        run_id: args.run_id.clone(),
+        run_id: args.files.run_id.clone(),
         source,
         instance_ids: args.dataset.instance_ids.clone(),
         predictions,
         max_workers: 1,
         timeout: Duration::from_secs(1800),
-        log_root: args.log_dir.clone(),
-        report_dir: args.report_dir.clone(),
+        log_root: args.files.log_dir.clone(),
+        report_dir: args.files.report_dir.clone(),
         mode: Mode::Hardened,
         resume: Resume::Content,
         limits: Limits::default(),
     };
-    let plugin = evaluator(args.log_parser.as_ref(), &args.cache)?;
+    let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
     let (results, file) = run::rewrite::rewrite_reports(&config, &plugin)?;
     print!("{}", results.summary(&file.display().to_string()));
     Ok(std::process::ExitCode::SUCCESS)
