@@ -12,7 +12,7 @@ use wasmtime::component::{Component, Linker};
 
 use crate::budget::{BudgetOverrides, Budgets};
 use crate::cache::PrecompileCache;
-use crate::engine::Engines;
+use crate::engine::engine_for;
 use crate::error::HostError;
 use crate::evaluator::EvaluatorPlugin;
 use crate::reward::RewardPlugin;
@@ -92,7 +92,6 @@ pub struct HostConfig {
 /// The plugin host: engines, the precompile cache and the compiled plugins. Share it by
 /// reference; plugins loaded from it are cheap to clone and `Send + Sync`.
 pub struct Host {
-    engines: Engines,
     cache: Option<PrecompileCache>,
     budgets: Budgets,
     compiled: Mutex<Vec<(String, usize, Component)>>,
@@ -116,7 +115,6 @@ impl Host {
             .map(PrecompileCache::open)
             .transpose()?;
         Ok(Host {
-            engines: Engines::new()?,
             cache,
             budgets: config.budgets,
             compiled: Mutex::default(),
@@ -173,7 +171,7 @@ impl Host {
             source,
         })?;
         let budgets = self.budgets.with(overrides);
-        let engine = self.engines.get(budgets.wasm_stack_bytes)?;
+        let engine = engine_for(budgets.wasm_stack_bytes)?;
         let component = self.compile(&name, &engine, &bytes, budgets.wasm_stack_bytes)?;
         let invalid = |reason: String| HostError::InvalidPlugin {
             plugin: name.clone(),
@@ -208,6 +206,8 @@ impl Host {
         let mut linker = Linker::<PluginState>::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| HostError::Engine(format!("cannot link WASI: {e:#}")))?;
+        crate::wasi::link_timeless_sleeps(&mut linker)
+            .map_err(|e| HostError::Engine(format!("cannot link WASI clocks: {e:#}")))?;
         let pre = linker.instantiate_pre(&component).map_err(|e| {
             invalid(format!(
                 "its imports do not match what the host provides: {e:#}"

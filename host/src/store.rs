@@ -18,6 +18,13 @@ pub(crate) struct PluginState {
     output: TailPipe,
 }
 
+impl PluginState {
+    /// The store's resource table (WASI handles).
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+}
+
 impl WasiView for PluginState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
@@ -36,7 +43,7 @@ struct MemoryLimiter {
 }
 
 /// Tables hold function references; a cap keeps a hostile table from eating host memory.
-const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+pub(crate) const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
 impl ResourceLimiter for MemoryLimiter {
     fn memory_growing(

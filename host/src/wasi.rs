@@ -182,3 +182,43 @@ mod tests {
         );
     }
 }
+
+/// The monotonic-clock interface whose sleeps [`link_timeless_sleeps`] replaces; the version
+/// wasmtime-wasi links (a plugin's older 0.2 import resolves to it).
+const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
+
+/// Time does not pass inside a plugin (its monotonic clock is frozen), so a sleep or a timed
+/// poll completes at once instead of blocking the host thread, where neither fuel nor the epoch
+/// deadline could stop it: `subscribe-duration` and `subscribe-instant` return pollables that
+/// are already ready. wasmtime-wasi's own versions sleep in real time.
+pub(crate) fn link_timeless_sleeps(
+    linker: &mut wasmtime::component::Linker<crate::store::PluginState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::component::Resource;
+    use wasmtime_wasi::p2::{DynPollable, subscribe};
+
+    fn elapsed(
+        table: &mut wasmtime::component::ResourceTable,
+    ) -> wasmtime::Result<(Resource<DynPollable>,)> {
+        let r = table.push(Elapsed)?;
+        Ok((subscribe(table, r)?,))
+    }
+    linker.allow_shadowing(true);
+    let mut clock = linker.instance(MONOTONIC_CLOCK)?;
+    clock.func_wrap("subscribe-duration", |mut cx, (_nanos,): (u64,)| {
+        elapsed(cx.data_mut().table())
+    })?;
+    clock.func_wrap("subscribe-instant", |mut cx, (_instant,): (u64,)| {
+        elapsed(cx.data_mut().table())
+    })?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// A deadline that has already passed.
+struct Elapsed;
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Elapsed {
+    async fn ready(&mut self) {}
+}

@@ -95,6 +95,24 @@ fn wall_clock_backstop_stops_a_loop_that_has_fuel_left() {
 }
 
 #[test]
+fn sleeping_does_not_block_the_host() {
+    let host = host();
+    let plugin = hostile(&host);
+    let started = Instant::now();
+    let out = plugin.score(&[sample("sleep", Some("sleep"))], Isolation::Strict);
+    let score = out[0]
+        .clone()
+        .expect("a sleep completes at once: time stands still");
+    assert_eq!(score.reward, Some(1.0));
+    assert_eq!(score.metrics.get("elapsed_nanos"), Some(&0.0));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn allocating_4_gib_is_out_of_memory_and_host_memory_stays_bounded() {
     let host = host();
     let plugin = hostile(&host);

@@ -104,6 +104,15 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
                     .with_metric("elapsed_nanos", start.elapsed().as_nanos() as f64)
                     .with_metric("x", (x & 1) as f64))
             }
+            "sleep" => {
+                // An hour, then (almost) forever: blocking host calls that neither fuel nor the
+                // epoch deadline can interrupt unless the host makes time stand still.
+                let start = std::time::Instant::now();
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                std::thread::sleep(std::time::Duration::MAX);
+                Ok(Score::reward(1.0)
+                    .with_metric("elapsed_nanos", start.elapsed().as_nanos() as f64))
+            }
             "random" => {
                 use std::hash::{BuildHasher, Hasher};
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();
