@@ -28,9 +28,12 @@ mod tests {
     use super::*;
     use crate::outcome::FailureClass;
 
+    /// (weight, reward) per plugin, and the combined reward.
+    type Case<'a> = (&'a [(f64, Option<f64>)], Option<f64>);
+
     #[test]
     fn weighted_sum_skips_none() {
-        let cases: &[(&[(f64, Option<f64>)], Option<f64>)] = &[
+        let cases: &[Case<'_>] = &[
             (&[], None),
             (&[(1.0, None), (2.0, None)], None),
             (&[(1.0, Some(0.5))], Some(0.5)),

@@ -164,25 +164,6 @@ impl tokio::io::AsyncWrite for TailPipe {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_pipe_keeps_the_last_bytes() {
-        let p = TailPipe::new(8);
-        p.push(b"hello ");
-        assert_eq!(p.tail(), "hello ");
-        p.push(b"world!");
-        assert_eq!(p.tail(), "[4 earlier bytes dropped]\no world!");
-        p.push(&[b'x'; 100]);
-        assert_eq!(
-            p.tail(),
-            format!("[104 earlier bytes dropped]\n{}", "x".repeat(8))
-        );
-    }
-}
-
 /// The monotonic-clock interface whose sleeps [`link_timeless_sleeps`] replaces; the version
 /// wasmtime-wasi links (a plugin's older 0.2 import resolves to it).
 const MONOTONIC_CLOCK: &str = "wasi:clocks/monotonic-clock@0.2.12";
@@ -221,4 +202,23 @@ struct Elapsed;
 #[wasmtime_wasi::async_trait]
 impl Pollable for Elapsed {
     async fn ready(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_pipe_keeps_the_last_bytes() {
+        let p = TailPipe::new(8);
+        p.push(b"hello ");
+        assert_eq!(p.tail(), "hello ");
+        p.push(b"world!");
+        assert_eq!(p.tail(), "[4 earlier bytes dropped]\no world!");
+        p.push(&[b'x'; 100]);
+        assert_eq!(
+            p.tail(),
+            format!("[104 earlier bytes dropped]\n{}", "x".repeat(8))
+        );
+    }
 }
