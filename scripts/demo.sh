@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
 # The main job on bundled defaults:
-#   1. verified evaluation of the bundled swerve-mini dataset in Docker (`harness run`): the gold
-#      patches, then the bundled mixed predictions (right, wrong, partial, unappliable,
-#      malformed, empty and forging patches), each printing SWE-bench's summary and writing its
-#      run report and per-instance logs under target/demo/;
-#   2. scoring the bundled sample completions with the bundled reward plugins (SWE-RL reward,
+#   1. the bundled training run (`trainer demo`, trainer/scripts/bundled-run.sh): a tiny Qwen2
+#      trained from random weights on the 13 swerve-mini tasks, SFT then GRPO with the `swe-rl`
+#      reward plugin, on the CPU in about ten minutes; reward curve plotted, predictions of the
+#      final checkpoint written (greedy), under target/demo/train/;
+#   2. those predictions evaluated in Docker with `harness run`, SWE-bench style;
+#   3. verified evaluation of the bundled swerve-mini dataset (`harness run`): the gold patches,
+#      then the bundled mixed predictions (right, wrong, partial, unappliable, malformed, empty
+#      and forging patches), each printing SWE-bench's summary and writing its run report and
+#      per-instance logs under target/demo/;
+#   4. scoring the bundled sample completions with the bundled reward plugins (SWE-RL reward,
 #      format check, a Python plugin), sandboxed, into target/demo/rewards.jsonl.
 # The first run builds the base image offline (debootstrap) and the swerve-mini images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-cargo build --locked --release -p swerve-harness --bin harness
+cargo build --locked --release -p swerve-harness --bin harness -p swerve-trainer --bin trainer
 harness=$PWD/target/release/harness
 mkdir -p target/demo
+trainer/scripts/bundled-run.sh "$PWD/target/demo/train"
 cd target/demo
+"$harness" run --dataset swerve-mini --predictions train/predictions.jsonl --run-id demo \
+    --max-workers 2
 "$harness" run --dataset swerve-mini --predictions gold --run-id demo --max-workers 2
 "$harness" run --dataset swerve-mini \
     --predictions ../../harness/datasets/swerve-mini/predictions-mixed.jsonl --run-id demo --max-workers 2
 "$harness" reward --plugin swe-rl --plugin format=0.5 --plugin python-keywords=0.25 \
     --input ../../harness/samples/swerve-mini-completions.jsonl --output rewards.jsonl
-echo "run reports: target/demo/gold.demo.json, target/demo/swerve-mini-mixed.demo.json"
+echo "trained model: target/demo/train/ (summary.json, grpo/plots/reward.png, predictions.jsonl)"
+echo "run reports: target/demo/swerve-mini-tiny.demo.json (the trained model), gold.demo.json, swerve-mini-mixed.demo.json"
 echo "logs: target/demo/logs/run_evaluation/demo/; rewards: target/demo/rewards.jsonl"

@@ -9,6 +9,7 @@ use std::process::Command;
 const RUST_PLUGINS: &[(&str, &str)] = &[
     ("swerve-plugin-swe-rl", "swe-rl"),
     ("swerve-plugin-format", "format"),
+    ("swerve-plugin-tests-fixed", "tests-fixed"),
     ("swerve-log-parsers", "swebench-parsers"),
     ("swerve-plugin-rust-length", "rust-length"),
     ("swerve-plugin-hostile", "hostile"),
@@ -44,6 +45,11 @@ fn main() {
     println!(
         "cargo:rerun-if-changed={}",
         root.join("Cargo.lock").display()
+    );
+    // The `plugin` profile lives in the workspace manifest.
+    println!(
+        "cargo:rerun-if-changed={}",
+        root.join("Cargo.toml").display()
     );
     println!("cargo:rerun-if-env-changed=SWERVE_SKIP_PYTHON_PLUGINS");
     println!("cargo:rustc-env=SWERVE_PLUGIN_DIR={}", plugins.display());

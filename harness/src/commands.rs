@@ -1,6 +1,7 @@
-//! The Docker subcommands of the binary (`run`, `report`, `clean`, `images build`): flags in,
-//! a validated [`RunConfig`] out, the library called, a summary printed. Flag names mirror
-//! SWE-bench's `run_evaluation` (the underscore spellings are accepted as aliases).
+//! The Docker and dataset subcommands of the binary (`run`, `report`, `clean`, `images build`,
+//! `dataset export`): flags in, a validated [`RunConfig`] out, the library called, a summary
+//! printed. Flag names mirror SWE-bench's `run_evaluation` (the underscore spellings are
+//! accepted as aliases).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use swerve_harness::images;
 use swerve_harness::predictions::{self, Prediction};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
 use swerve_harness::run::source::{self, DatasetSource};
 use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
+use swerve_harness::{export, images};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
 
 use crate::CacheArgs;
@@ -164,6 +165,31 @@ pub struct ImagesBuildArgs {
     max_workers: usize,
 }
 
+/// `harness dataset ...`.
+#[derive(Subcommand)]
+pub enum DatasetCommand {
+    /// Write a dataset's rows as SWE-bench 5 rows (image, eval_script, log_parser, eval_type
+    /// filled in from environment specs where missing), for SWE-bench's own run_evaluation.
+    Export(DatasetExportArgs),
+}
+
+/// `harness dataset export`.
+#[derive(Args)]
+pub struct DatasetExportArgs {
+    /// `swerve-mini` (bundled), or a .json/.jsonl/.parquet file, or a folder with
+    /// `<split>.jsonl`.
+    dataset: String,
+    /// Split (picks `<split>.jsonl` in a dataset folder).
+    #[arg(short = 's', long, default_value = "test")]
+    split: String,
+    /// Only these instance ids (space separated, one flag).
+    #[arg(short = 'i', long, alias = "instance_ids", num_args = 1..)]
+    instance_ids: Vec<String>,
+    /// The JSONL file to write.
+    #[arg(short = 'o', long, value_name = "FILE.jsonl")]
+    output: PathBuf,
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -229,10 +255,12 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
     }
     let source = args.dataset.resolve()?;
     let predictions = load_predictions(&args.predictions, &source)?;
-    let mut limits = Limits::default();
-    limits.network = match args.network {
-        NetworkArg::None => Network::None,
-        NetworkArg::Bridge => Network::Bridge,
+    let limits = Limits {
+        network: match args.network {
+            NetworkArg::None => Network::None,
+            NetworkArg::Bridge => Network::Bridge,
+        },
+        ..Limits::default()
     };
     let config = RunConfig {
         run_id: args.files.run_id.clone(),
@@ -323,7 +351,9 @@ pub fn clean(args: CleanArgs) -> anyhow::Result<std::process::ExitCode> {
     Ok(std::process::ExitCode::SUCCESS)
 }
 
-/// `harness images build`: one line per image on stdout (`layer origin seconds bytes name`).
+/// `harness images build`: one line per image on stdout (`layer origin seconds bytes name`);
+/// every built instance image also gets its stable name (a `tag` line): the row's `image`, else
+/// `swerve/sweb.eval.<arch>.<id>:latest`.
 pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<std::process::ExitCode> {
     let source = args.dataset.resolve()?;
     runtime()?.block_on(async {
@@ -335,10 +365,13 @@ pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<std::process::ExitC
         let recipes = source
             .rows
             .iter()
-            .map(|row| images::recipe(row, &source.environments, &source.repos_dir, &base_name))
+            .map(|row| {
+                images::recipe(row, &source.environments, &source.repos_dir, &base_name)
+                    .map(|r| r.with_stable_name(&row.instance_id))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let results: Vec<_> = futures_util::stream::iter(recipes.iter())
-            .map(|r| images::ensure(&sandbox, r))
+            .map(|r| images::build(&sandbox, r))
             .buffer_unordered(args.max_workers.max(1))
             .collect()
             .await;
@@ -361,4 +394,19 @@ fn print_timing(t: &images::ImageTiming) {
         t.info.size_bytes,
         t.info.name
     );
+}
+
+/// `harness dataset export`: the rows as SWE-bench 5 JSONL; the file name on stdout.
+pub fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<std::process::ExitCode> {
+    let mut source = source::resolve(&args.dataset, &args.split, None)?;
+    source.filter(&args.instance_ids)?;
+    let summary = export::export(&source, &args.output)?;
+    eprintln!(
+        "Wrote {} rows to {} ({} v5 fields filled in from environment specs)",
+        summary.rows,
+        args.output.display(),
+        summary.filled
+    );
+    println!("{}", args.output.display());
+    Ok(std::process::ExitCode::SUCCESS)
 }

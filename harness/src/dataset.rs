@@ -1,8 +1,8 @@
-//! One SWE-bench dataset row ([`Instance`]) and the JSON / JSONL files that hold rows.
+//! One SWE-bench dataset row ([`Instance`]) and the JSON / JSONL / parquet files that hold rows.
 //!
 //! Rows come from the hub exports, where `FAIL_TO_PASS` and `PASS_TO_PASS` are strings holding
 //! a JSON array, or from hand-made files, where they are real arrays; both are accepted.
-//! Parquet datasets are not read here.
+//! Parquet files (the hub's storage format) are read row by row into the same JSON shape.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -58,8 +58,8 @@ pub struct Instance {
     /// Issue comments before the fix.
     #[serde(default)]
     pub hints_text: Option<String>,
-    /// ISO timestamp of the PR.
-    #[serde(default)]
+    /// ISO timestamp of the PR (a parquet timestamp column is read as its text).
+    #[serde(default, deserialize_with = "version_text")]
     pub created_at: Option<String>,
     /// Commit whose requirement files define the environment.
     #[serde(default)]
@@ -102,8 +102,8 @@ pub enum DatasetError {
         #[source]
         source: std::io::Error,
     },
-    /// A file name that is neither `.json` nor `.jsonl`.
-    #[error("dataset {} must be .json or .jsonl", path.display())]
+    /// A file name that is neither `.json`, `.jsonl` nor `.parquet`.
+    #[error("dataset {} must be .json, .jsonl or .parquet", path.display())]
     UnknownFormat {
         /// The file.
         path: PathBuf,
@@ -111,6 +111,26 @@ pub enum DatasetError {
     /// A `.json` document that is not a list of rows, or a row that does not fit [`Instance`].
     #[error("invalid dataset JSON")]
     Json(#[source] serde_json::Error),
+    /// A `.parquet` file that cannot be decoded.
+    #[error("cannot decode parquet dataset {}", path.display())]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    /// One row of a `.parquet` file that is not a valid row.
+    #[error("invalid dataset row {row} of {}", path.display())]
+    ParquetRow {
+        /// The file.
+        path: PathBuf,
+        /// 1-based row number.
+        row: usize,
+        /// Why the row does not fit [`Instance`].
+        #[source]
+        source: serde_json::Error,
+    },
     /// One line of a `.jsonl` file that is not a valid row.
     #[error("invalid dataset row on line {line}")]
     JsonLine {
@@ -148,7 +168,38 @@ pub fn parse_jsonl_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
         .collect()
 }
 
-/// Reads a local `.json` or `.jsonl` dataset file.
+/// Parses a `.parquet` dataset (as the Hugging Face hub stores them: one row group or many, any
+/// of the usual codecs). Each row becomes the JSON object its columns spell, then an
+/// [`Instance`], so list and string test columns, and number or string versions, are read the
+/// same way as in JSON.
+pub fn read_parquet_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let decode = |source| DatasetError::Parquet {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(|source| DatasetError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let reader = SerializedFileReader::new(file).map_err(decode)?;
+    let mut rows = Vec::with_capacity(
+        usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0),
+    );
+    for (at, row) in reader.get_row_iter(None).map_err(decode)?.enumerate() {
+        let value = row.map_err(decode)?.to_json_value();
+        let instance =
+            serde_json::from_value(value).map_err(|source| DatasetError::ParquetRow {
+                path: path.to_owned(),
+                row: at + 1,
+                source,
+            })?;
+        rows.push(instance);
+    }
+    Ok(rows)
+}
+
+/// Reads a local `.json`, `.jsonl` or `.parquet` dataset file.
 pub fn read_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
     let read = || {
         std::fs::read_to_string(path).map_err(|source| DatasetError::Read {
@@ -159,6 +210,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("json") => parse_json_rows(&read()?),
         Some("jsonl") => parse_jsonl_rows(&read()?),
+        Some("parquet") => read_parquet_rows(path),
         _ => Err(DatasetError::UnknownFormat {
             path: path.to_owned(),
         }),

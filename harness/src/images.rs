@@ -3,6 +3,13 @@
 //! repository at its base commit with no later history; rows that only name a prebuilt `image`
 //! (v5) use it as it is (local, else pulled).
 //!
+//! Built instance images are content-addressed (`swerve-eval.<id>:<recipe hash>`) and also
+//! carry a stable name, the row's `image` (by default [`stable_image_name`],
+//! `swerve/sweb.eval.x86_64.<id, '__' → '_1776_'>:latest`), so that SWE-bench's own harness
+//! finds them by the name in an exported row. `harness run` uses a row's `image` when it is
+//! present locally and builds (then tags) it only when it is missing; `harness images build`
+//! always builds from the recipe and moves the tag.
+//!
 //! Environment specs come from an `environments.json` in the shape of SWE-bench's per-repo
 //! table (spec §4.3). swerve's images have no conda: the env layer makes a virtual environment
 //! (first on `PATH`) and installs a `/opt/miniconda3/bin/activate` shim that defines a no-op
@@ -223,6 +230,8 @@ pub fn repo_source(repos_dir: &Path, repo: &str) -> Result<RepoSource, ImagesErr
 }
 
 /// How one instance's image is obtained.
+// One recipe per row, made once per run: the size of the built variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ImageRecipe {
     /// Built locally: env layer, then instance layer.
@@ -231,19 +240,55 @@ pub enum ImageRecipe {
         env: EnvSpec,
         /// The instance layer.
         instance: InstanceSpec,
+        /// The stable name the built image also gets (the row's `image`); `None`: only the
+        /// content-addressed name.
+        tag: Option<String>,
     },
     /// The row's prebuilt image (v5), local or pulled.
     Prebuilt(String),
 }
 
 impl ImageRecipe {
-    /// The image name the instance runs in.
+    /// The image name the instance runs in: the stable name when there is one.
     pub fn image_name(&self) -> String {
         match self {
+            ImageRecipe::Built { tag: Some(tag), .. } => tag.clone(),
             ImageRecipe::Built { instance, .. } => instance.image_name(),
             ImageRecipe::Prebuilt(name) => name.clone(),
         }
     }
+
+    /// The recipe with a stable name: the row's `image`, else [`stable_image_name`]. Used by
+    /// `harness images build` so that every image it makes can be named by an exported row.
+    pub fn with_stable_name(self, instance_id: &str) -> ImageRecipe {
+        match self {
+            ImageRecipe::Built { env, instance, tag } => ImageRecipe::Built {
+                env,
+                instance,
+                tag: Some(tag.unwrap_or_else(|| stable_image_name(instance_id, swebench_arch()))),
+            },
+            prebuilt @ ImageRecipe::Prebuilt(_) => prebuilt,
+        }
+    }
+}
+
+/// The architecture as SWE-bench spells it in image names (`x86_64`, `arm64`).
+pub fn swebench_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// The stable name swerve gives the instance image of a row that does not name one:
+/// SWE-bench's namespaced form (spec §4.1) under the `swerve` namespace,
+/// `swerve/sweb.eval.<arch>.<instance id lower-cased, '__' → '_1776_'>:latest`, with `arch`
+/// as SWE-bench spells it ([`swebench_arch`] for this machine).
+pub fn stable_image_name(instance_id: &str, arch: &str) -> String {
+    format!(
+        "swerve/sweb.eval.{arch}.{}:latest",
+        instance_id.to_lowercase().replace("__", "_1776_")
+    )
 }
 
 /// The recipe of a row's image: built from its environment spec when there is one, else the
@@ -283,6 +328,7 @@ pub fn recipe(
             install,
         },
         env: env_spec,
+        tag: row.image.clone(),
     })
 }
 
@@ -326,13 +372,43 @@ pub fn base_image_name() -> Result<String, ImagesError> {
     Ok(recipe.image_name(&mirror))
 }
 
-/// Makes one instance's image (and its env layer) present; returns what each step took.
+fn sandbox_error(image: String) -> impl FnOnce(swerve_sandbox::Error) -> ImagesError {
+    move |source| ImagesError::Sandbox { image, source }
+}
+
+/// Makes one instance's image present for a run; returns what each step took. A prebuilt image
+/// is used if local, else pulled; a built recipe whose stable name is already present locally
+/// is used as it is (the row names that image, as in SWE-bench 5), otherwise its layers are
+/// built (or reused) and the stable name is put on the instance image.
 pub async fn ensure(
     sandbox: &Sandbox,
     recipe: &ImageRecipe,
 ) -> Result<Vec<ImageTiming>, ImagesError> {
-    let wrap =
-        |image: String| move |source: swerve_sandbox::Error| ImagesError::Sandbox { image, source };
+    if let ImageRecipe::Built { tag: Some(tag), .. } = recipe {
+        let started = Instant::now();
+        if let Some(info) = sandbox
+            .image_info(tag)
+            .await
+            .map_err(sandbox_error(tag.clone()))?
+        {
+            return Ok(vec![ImageTiming {
+                layer: "instance".to_owned(),
+                info,
+                elapsed: started.elapsed(),
+            }]);
+        }
+    }
+    build(sandbox, recipe).await
+}
+
+/// Makes one instance's image from its recipe (layers reused when their content-addressed
+/// images exist) and points its stable name at the result, even when that name was on another
+/// image before (`harness images build`). A prebuilt image is used if local, else pulled.
+pub async fn build(
+    sandbox: &Sandbox,
+    recipe: &ImageRecipe,
+) -> Result<Vec<ImageTiming>, ImagesError> {
+    let wrap = sandbox_error;
     let mut timings = Vec::new();
     match recipe {
         ImageRecipe::Prebuilt(name) => {
@@ -347,7 +423,7 @@ pub async fn ensure(
                 elapsed: started.elapsed(),
             });
         }
-        ImageRecipe::Built { env, instance } => {
+        ImageRecipe::Built { env, instance, tag } => {
             let started = Instant::now();
             let info = sandbox
                 .ensure_env_image(env)
@@ -363,11 +439,27 @@ pub async fn ensure(
                 .ensure_instance_image(instance)
                 .await
                 .map_err(wrap(instance.image_name()))?;
+            let built = info.clone();
             timings.push(ImageTiming {
                 layer: "instance".to_owned(),
                 info,
                 elapsed: started.elapsed(),
             });
+            if let Some(tag) = tag {
+                let started = Instant::now();
+                sandbox
+                    .tag_image(&built.name, tag)
+                    .await
+                    .map_err(wrap(tag.clone()))?;
+                timings.push(ImageTiming {
+                    layer: "tag".to_owned(),
+                    info: ImageInfo {
+                        name: tag.clone(),
+                        ..built
+                    },
+                    elapsed: started.elapsed(),
+                });
+            }
         }
     }
     Ok(timings)
@@ -388,7 +480,7 @@ mod tests {
         let envs = Environments::read(&dir.join("environments.json")).expect("envs");
         let rows = crate::dataset::read_rows(&dir.join("swerve-mini.jsonl")).expect("rows");
         let plan = recipe(&rows[0], &envs, &dir.join("repos"), "swerve-base:x").expect("plan");
-        let ImageRecipe::Built { env, instance } = plan else {
+        let ImageRecipe::Built { env, instance, .. } = plan else {
             panic!("built recipe expected");
         };
         assert!(env.install.iter().any(|l| l.contains("pytest==8.3.4")));

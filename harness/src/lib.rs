@@ -7,6 +7,7 @@
 
 pub mod dataset;
 pub mod error;
+pub mod export;
 pub mod grading;
 pub mod images;
 pub mod plugin_spec;

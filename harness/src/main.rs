@@ -44,6 +44,9 @@ enum Command {
     /// Build the images of a dataset.
     #[command(subcommand)]
     Images(commands::ImagesCommand),
+    /// Dataset files (export as SWE-bench 5 rows).
+    #[command(subcommand)]
+    Dataset(commands::DatasetCommand),
 }
 
 #[derive(Args)]
@@ -178,6 +181,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Report(args) => commands::report(*args),
         Command::Clean(args) => commands::clean(args),
         Command::Images(commands::ImagesCommand::Build(args)) => commands::images_build(args),
+        Command::Dataset(commands::DatasetCommand::Export(args)) => commands::dataset_export(args),
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::ser::{CharEscape, Formatter, PrettyFormatter};
@@ -277,6 +278,17 @@ pub fn render_run_report(report: &RunReport) -> String {
 /// The run report's file name: `<model_name_or_path with '/' → '__'>.<run_id>.json`.
 pub fn run_report_file_name(model_name_or_path: &str, run_id: &str) -> String {
     format!("{}.{run_id}.json", model_name_or_path.replace('/', "__"))
+}
+
+/// Where the run report goes, spelled as Python's `pathlib` spells `Path(report_dir) / name`
+/// (`.` components dropped: `--report_dir .` gives `gold.run1.json`, not `./gold.run1.json`),
+/// so that `Report written to <file>` reads as upstream's.
+pub fn run_report_path(report_dir: &Path, model_name_or_path: &str, run_id: &str) -> PathBuf {
+    report_dir
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect::<PathBuf>()
+        .join(run_report_file_name(model_name_or_path, run_id))
 }
 
 impl RunResults {
@@ -692,6 +704,10 @@ mod tests {
              Instances with errors: 0\nUnstopped containers: 1\nUnremoved images: 0\n\
              Report written to gold.run1.json\n"
         );
+        let path = |dir: &str| run_report_path(Path::new(dir), "org/m", "r1");
+        assert_eq!(path("."), Path::new("org__m.r1.json"));
+        assert_eq!(path("./out/./x"), Path::new("out/x/org__m.r1.json"));
+        assert_eq!(path("/tmp"), Path::new("/tmp/org__m.r1.json"));
         assert_eq!(
             run_report_file_name("org/model-x", "run1"),
             "org__model-x.run1.json"

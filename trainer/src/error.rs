@@ -130,6 +130,15 @@ pub enum Error {
     /// The reward plugins could not be loaded or run.
     #[error("reward plugins")]
     Reward(#[source] swerve_host::HostError),
+    /// The sandbox executor (`--execute`) could not start.
+    #[error("execution sandbox for {dataset}")]
+    Execute {
+        /// The harness dataset it was started for.
+        dataset: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A plot could not be drawn or written.
     #[error("cannot draw plot {path}: {reason}")]
     Plot {

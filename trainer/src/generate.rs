@@ -76,6 +76,34 @@ pub fn generate<E: Dtype, D: Device<E>>(
     prompts: &[Vec<u32>],
     config: &SamplingConfig,
 ) -> Result<Generation> {
+    generate_streaming(model, prompts, config, &mut |_, _| {})
+}
+
+/// [`generate`], calling `on_done(row, completion)` as soon as each row's completion is final
+/// (at its EOS, or when the limit ends every row still running), so that the caller can start
+/// working on it while the other rows are still being sampled. The result is the same as
+/// [`generate`]'s.
+pub fn generate_streaming<E: Dtype, D: Device<E>>(
+    model: &CausalLm<E, D>,
+    prompts: &[Vec<u32>],
+    config: &SamplingConfig,
+    on_done: &mut dyn FnMut(usize, &[u32]),
+) -> Result<Generation> {
+    let generation = sample_rows(model, prompts, config, on_done)?;
+    for (row, completion) in generation.completions.iter().enumerate() {
+        if !generation.finished[row] {
+            on_done(row, completion);
+        }
+    }
+    Ok(generation)
+}
+
+fn sample_rows<E: Dtype, D: Device<E>>(
+    model: &CausalLm<E, D>,
+    prompts: &[Vec<u32>],
+    config: &SamplingConfig,
+    on_done: &mut dyn FnMut(usize, &[u32]),
+) -> Result<Generation> {
     config.validate()?;
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
         return Err(Error::Generation {
@@ -111,6 +139,9 @@ pub fn generate<E: Dtype, D: Device<E>>(
             let token = sample(&host[row * vocab..(row + 1) * vocab], config, &mut rng);
             completions[row].push(token);
             finished[row] = config.eos_token_ids.contains(&token);
+            if finished[row] {
+                on_done(row, &completions[row]);
+            }
             next[row] = token;
             live[row] = true;
         }

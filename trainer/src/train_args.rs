@@ -2,6 +2,7 @@
 //! typed commands of `swerve_trainer::train::commands`, with a progress bar on stderr.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -9,12 +10,12 @@ use swerve_harness::plugin_spec::PluginSpec;
 use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
 use swerve_trainer::train::commands::{
-    self, GrpoCommand, ModelSource, OutputSpec, PredictCommand, SftCommand, SftData,
+    self, ExecuteSpec, GrpoCommand, ModelSource, OutputSpec, PredictCommand, SftCommand, SftData,
 };
 use swerve_trainer::train::data::PromptStyle;
 use swerve_trainer::train::demo::{self, DemoConfig};
 use swerve_trainer::train::metrics_log::StepMetrics;
-use swerve_trainer::train::rewards::PluginRewards;
+use swerve_trainer::train::rewards::{Executor, PluginRewards};
 use swerve_trainer::train::state::RunState;
 
 /// Where a run starts and where it writes.
@@ -91,6 +92,17 @@ pub struct GrpoArgs {
     /// Threads that score rewards (default: all cores)
     #[arg(long)]
     reward_jobs: Option<usize>,
+    /// Run each completion's patch against its instance's tests in the Docker sandbox (as
+    /// `harness run` does) before scoring; plugins such as `tests-fixed` read the results.
+    /// --dataset must then be a harness dataset file (beside its environments.json)
+    #[arg(long)]
+    execute: bool,
+    /// Containers at once with --execute
+    #[arg(long, default_value_t = 2, requires = "execute")]
+    execute_workers: usize,
+    /// Limit in seconds for one instance's tests with --execute
+    #[arg(long, default_value_t = 300, requires = "execute")]
+    execute_timeout: u64,
 }
 
 /// `trainer predict`.
@@ -200,6 +212,12 @@ pub fn run_grpo(args: &GrpoArgs) -> anyhow::Result<()> {
         reward_jobs: args
             .reward_jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        execute: args.execute.then(|| ExecuteSpec {
+            dataset: args.dataset.clone(),
+            workers: args.execute_workers,
+            timeout: Duration::from_secs(args.execute_timeout),
+            work_dir: args.run.output.join("executions"),
+        }),
     };
     let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward"))?;
     println!("{}", last.display());
@@ -230,10 +248,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
     let text = fs_err::read_to_string(&args.config)?;
     let config = DemoConfig::from_toml_str(&text)
         .with_context(|| format!("cannot read {}", args.config.display()))?;
-    let plugins = if args.plugins.is_empty() {
-        vec!["swe-rl".parse::<PluginSpec>()?]
-    } else {
-        args.plugins.clone()
+    let plugins = match (args.plugins.is_empty(), config.demo.execute) {
+        (false, _) => args.plugins.clone(),
+        (true, false) => vec!["swe-rl".parse::<PluginSpec>()?],
+        (true, true) => vec!["swe-rl".parse()?, "tests-fixed".parse()?],
     };
     let rewards = PluginRewards::load(
         &plugins,
@@ -242,12 +260,31 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     )?;
     let paths = demo::default_paths(&args.root, &args.output);
+    let executor = config
+        .demo
+        .execute
+        .then(|| {
+            commands::start_executor(&ExecuteSpec {
+                dataset: paths.dataset.clone(),
+                workers: config.demo.execute_workers,
+                timeout: Duration::from_secs(300),
+                work_dir: args.output.join("executions"),
+            })
+        })
+        .transpose()?;
     let mut sft_bar = progress("sft", "loss");
     let mut grpo_bar = progress("grpo", "reward");
-    let summary = demo::run(&config, &paths, &rewards, &mut |kind, m, s| match kind {
-        "sft" => sft_bar(m, s),
-        _ => grpo_bar(m, s),
-    })?;
+    let executor = executor.as_ref().map(|e| e as &dyn Executor);
+    let summary = demo::run(
+        &config,
+        &paths,
+        &rewards,
+        executor,
+        &mut |kind, m, s| match kind {
+            "sft" => sft_bar(m, s),
+            _ => grpo_bar(m, s),
+        },
+    )?;
     eprintln!(
         "reward: first tenth {:.4}, last tenth {:.4} over {} GRPO steps; predictions: mean \
          swe-rl reward {:.4}, {} with a patch; {:.0} s",

@@ -4,8 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use dfdx::prelude::Cpu;
+use swerve_host::Execution;
 use swerve_trainer::grpo::GrpoConfig;
 use swerve_trainer::model::CausalLm;
 use swerve_trainer::prompt::PromptFormat;
@@ -14,7 +16,7 @@ use swerve_trainer::train::RunOutput;
 use swerve_trainer::train::data::{PromptStyle, SftExample, TaskRow};
 use swerve_trainer::train::grpo::{GrpoInputs, GrpoTrainer};
 use swerve_trainer::train::metrics_log::{self, StepMetrics};
-use swerve_trainer::train::rewards::FnRewards;
+use swerve_trainer::train::rewards::{FnExecutor, FnRewards};
 use swerve_trainer::train::sft::{SftConfig, SftTrainer};
 use swerve_trainer::train::state;
 
@@ -230,4 +232,64 @@ fn sft_loss_decreases() {
     // The final checkpoint is a model directory `trainer generate` loads.
     let last = output.checkpoint_path(30);
     CausalLm::<f32, Cpu>::load(&last, &dev).unwrap();
+}
+
+#[test]
+fn every_completion_is_executed_before_it_is_scored() {
+    let dev = Cpu::default();
+    let tokenizer = Tokenizer::from_file(&fixture().join("tokenizer.json")).unwrap();
+    let initial = CausalLm::<f32, Cpu>::load(&fixture(), &dev).unwrap();
+    let tasks = tasks();
+    let submitted = Mutex::new(Vec::new());
+    let executor = FnExecutor(|task: &TaskRow, patch: &str| {
+        submitted
+            .lock()
+            .unwrap()
+            .push((task.instance_id.clone(), patch.to_owned()));
+        Execution {
+            patch_applied: true,
+            resolved: task.instance_id == "t__t-1",
+            ..Execution::default()
+        }
+    });
+    // Rewards only what the executor said: `None` (left out) for an unexecuted sample.
+    let rewards = FnRewards {
+        functions: vec![(
+            "resolved".into(),
+            1.0,
+            Box::new(|s| {
+                s.execution
+                    .as_ref()
+                    .map(|e| f64::from(u8::from(e.resolved)))
+            }),
+        )],
+    };
+    let config = config(0.0, 1);
+    let mut trainer = GrpoTrainer::new(
+        config.clone(),
+        GrpoInputs {
+            tasks: &tasks,
+            prompt_style: PromptStyle {
+                format: PromptFormat::Bare,
+                focus: None,
+            },
+            tokenizer: &tokenizer,
+            rewards: &rewards,
+            executor: Some(&executor),
+        },
+        initial.clone(),
+        &initial,
+        None,
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let m = trainer.step().unwrap();
+        let runs = submitted.lock().unwrap().drain(..).collect::<Vec<_>>();
+        // One generation batch per step: every completion submitted once, by whole groups.
+        assert_eq!(runs.len(), config.generation_batch_size());
+        let resolved = runs.iter().filter(|(id, _)| id == "t__t-1").count();
+        assert_eq!(resolved % config.num_generations, 0);
+        let expected_resolved = resolved as f64 / runs.len() as f64;
+        assert_eq!(m.get("rewards/resolved/mean"), Some(expected_resolved));
+    }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 pub const BUNDLED: &[&str] = &[
     "swe-rl",
     "format",
+    "tests-fixed",
     "swebench-parsers",
     "rust-length",
     "python-keywords",

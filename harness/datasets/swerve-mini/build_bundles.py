@@ -14,6 +14,11 @@ diff of the non-test files, ``test_patch`` = the diff of the test files.
 FAIL_TO_PASS and PASS_TO_PASS come from running the tests before and after the
 gold patch; the FAIL_TO_PASS list must equal the one declared in step.json.
 
+Rows also carry SWE-bench 5's image, eval_script, log_parser and eval_type:
+the stable image name `harness images build` tags (swerve/sweb.eval.x86_64.
+<id, '__' -> '_1776_'>:latest), the eval script SWE-bench's generator makes
+from environments.json, parse_log_pytest, pass_and_fail.
+
 It also writes swerve-mini.jsonl, environments.json and
 predictions-mixed.jsonl (from sources/predictions/<instance_id>.diff).
 
@@ -60,6 +65,64 @@ ENV_SPEC = {
     "log_parser": "parse_log_pytest",
 }
 PREDICTION_MODEL = "swerve-mini-mixed"
+
+# SWE-bench 5 row fields (spec §1): the image `harness images build` makes and
+# tags for the row, the eval script SWE-bench's generator makes from the spec
+# (v5 adds the exit-code lines when it runs it), the parser, the grading rule.
+HEREDOC_DELIMITER = "EOF_114329324912"
+IMAGE_PREFIX = "swerve/sweb.eval.x86_64."
+
+
+def image_name(instance_id):
+    """SWE-bench's namespaced image name (§4.1) under the `swerve` namespace."""
+    return IMAGE_PREFIX + instance_id.lower().replace("__", "_1776_") + ":latest"
+
+
+def reset_files(test_patch):
+    """Source paths of the diff's entries whose source is not /dev/null (unidiff's PatchedFile.path)."""
+    lines = test_patch.split("\n")
+    files = []
+    for line, following in zip(lines, lines[1:]):
+        if not (line.startswith("--- ") and following.startswith("+++ ")):
+            continue
+        source, target = line[4:].split("\t")[0], following[4:].split("\t")[0]
+        if source == "/dev/null":
+            continue
+        if source.startswith("a/") and (target.startswith("b/") or target == "/dev/null"):
+            source = source[2:]
+        files.append(source)
+    return files
+
+
+def eval_script(row, spec):
+    """SWE-bench's make_eval_script_list for a Python repository (§5.1), as text."""
+    base = row["base_commit"]
+    reset = f"git checkout {base} {' '.join(reset_files(row['test_patch']))}"
+    apply_test_patch = f"git apply -v - <<'{HEREDOC_DELIMITER}'\n{row['test_patch']}\n{HEREDOC_DELIMITER}"
+    test_command = " ".join([spec["test_cmd"], *test_directives(row["test_patch"])])
+    lines = [
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        "source /opt/miniconda3/bin/activate",
+        "conda activate testbed",
+        "cd /testbed",
+        *spec["eval_commands"],
+        "git config --global --add safe.directory /testbed",
+        "cd /testbed",
+        "git status",
+        "git show",
+        f"git -c core.fileMode=false diff {base}",
+        "source /opt/miniconda3/bin/activate",
+        "conda activate testbed",
+        *spec["install"],
+        reset,
+        apply_test_patch,
+        ": '>>>>> Start Test Output'",
+        test_command,
+        ": '>>>>> End Test Output'",
+        reset,
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def commit_date_utc(repo, commit):
@@ -134,6 +197,10 @@ def make_row(project_json, repo, work, step_dir, step, base, fix, shas):
         "environment_setup_commit": shas[project_json["versions"][version]],
         "FAIL_TO_PASS": f2p,
         "PASS_TO_PASS": p2p,
+        "image": image_name(f"{owner_name}-{instance['number']}"),
+        "eval_script": eval_script({"base_commit": base, "test_patch": test_patch}, ENV_SPEC),
+        "log_parser": ENV_SPEC["log_parser"],
+        "eval_type": "pass_and_fail",
         "code_context": {p: show(base, p) for p in context_paths},
         "oracle_new_content": {p: show(fix, p) for p in code_files},
     }

@@ -4,8 +4,11 @@
 For every row of swerve-mini.jsonl this clones the project's bundle into a
 temporary folder and checks that
 
-* the row has SWE-bench's fields with the right types, and the extra
-  ``code_context`` / ``oracle_new_content`` fields match the repository;
+* the row has SWE-bench's fields with the right types (v5's ``image``,
+  ``eval_script``, ``log_parser`` and ``eval_type`` included: the stable
+  image name, a script that runs the test files between the markers), and the
+  extra ``code_context`` / ``oracle_new_content`` fields match the
+  repository;
 * ``base_commit`` is a real commit, the fix commit is its child, base + gold
   patch + test patch gives exactly the fix commit's tree, and the environment
   setup commit comes before the base commit;
@@ -56,6 +59,10 @@ SWE_BENCH_FIELDS = {
     "environment_setup_commit": str,
     "FAIL_TO_PASS": list,
     "PASS_TO_PASS": list,
+    "image": str,
+    "eval_script": str,
+    "log_parser": str,
+    "eval_type": str,
 }
 EXTRA_FIELDS = {"code_context": dict, "oracle_new_content": dict}
 
@@ -221,8 +228,25 @@ def check_schema(row, environments):
             problems.append(f"{field} is not a full sha")
     if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", row["created_at"]):
         problems.append("created_at is not ISO-8601 UTC")
-    if row["version"] not in environments.get(row["repo"], {}):
+    spec = environments.get(row["repo"], {}).get(row["version"])
+    if spec is None:
         problems.append("no environment spec for repo/version")
+    elif row["log_parser"] != spec["log_parser"]:
+        problems.append("log_parser differs from the environment spec's")
+    expected_image = "swerve/sweb.eval.x86_64." + row["instance_id"].lower().replace("__", "_1776_") + ":latest"
+    if row["image"] != expected_image:
+        problems.append(f"image is not {expected_image}")
+    if row["eval_type"] != "pass_and_fail":
+        problems.append("eval_type is not pass_and_fail")
+    script = row["eval_script"].split("\n")
+    test_line = " ".join(["pytest -rA", *test_directives(row["test_patch"])])
+    if script[:2] != ["#!/bin/bash", "set -uxo pipefail"] or script[-2] != f"git checkout {row['base_commit']} " + " ".join(
+        path for path, new in patch_files(row["test_patch"]) if not new
+    ):
+        problems.append("eval_script does not start with the header or end with the test-file reset")
+    marker = script.index(": '>>>>> Start Test Output'") if ": '>>>>> Start Test Output'" in script else -1
+    if marker < 0 or script[marker + 1 : marker + 3] != [test_line, ": '>>>>> End Test Output'"]:
+        problems.append(f"eval_script does not run `{test_line}` between the markers")
     if not 1 <= len(row["FAIL_TO_PASS"]) <= 4 or len(row["PASS_TO_PASS"]) < 3:
         problems.append("expected 1-4 FAIL_TO_PASS and several PASS_TO_PASS tests")
     if set(row["FAIL_TO_PASS"]) & set(row["PASS_TO_PASS"]):

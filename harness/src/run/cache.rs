@@ -85,9 +85,12 @@ pub struct InstanceMeta {
     /// Hardened runs: the test files the patch contributed that were undone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undone: Option<Undone>,
-    /// Milliseconds from container create to report written, tests excluded.
+    /// Milliseconds of the instance's wall time outside the eval script: container create and
+    /// removal, copies, patch application, hardening's checks and process sweeps, parsing,
+    /// report written.
     pub overhead_ms: u64,
-    /// Milliseconds the eval script ran.
+    /// Milliseconds inside the eval script's own execs (hardened: its setup, tests and
+    /// teardown parts; compatible: the one `eval.sh` exec).
     pub tests_ms: u64,
 }
 

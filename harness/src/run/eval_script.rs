@@ -7,6 +7,9 @@ use std::sync::LazyLock;
 use regex::Regex;
 use swerve_log_parsers::{END_TEST_OUTPUT, START_TEST_OUTPUT};
 
+use crate::dataset::Instance;
+use crate::images::RepoEnv;
+
 /// The fixed heredoc delimiter of SWE-bench's test-patch application.
 pub const HEREDOC_DELIMITER: &str = "EOF_114329324912";
 
@@ -141,6 +144,19 @@ pub fn make_eval_script(inputs: &ScriptInputs<'_>) -> String {
     script
 }
 
+/// The generated `eval.sh` of a row from its environment spec, with `test_cmd` as the test
+/// command (the spec's, or its hardened form), before v5's exit-code lines.
+pub fn script_from_spec(row: &Instance, env: &RepoEnv, test_cmd: &str) -> String {
+    make_eval_script(&ScriptInputs {
+        repo: &row.repo,
+        base_commit: row.base_commit.as_deref().unwrap_or("HEAD"),
+        test_patch: row.test_patch.as_deref().unwrap_or(""),
+        eval_commands: &env.eval_commands,
+        install: &env.install.to_vec(),
+        test_cmd,
+    })
+}
+
 /// v5's rewrite of a dataset eval script (§5.2): trim, drop the header lines, record the test
 /// command's exit status around the first end marker, re-add the header.
 pub fn with_exit_code(script: &str) -> String {
@@ -187,7 +203,9 @@ pub struct ScriptParts {
 
 /// Why a script cannot be split.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the eval script lacks the start marker, the exit-code line or the end marker")]
+#[error(
+    "the eval script has no `: '>>>>> Start Test Output'` line, or no `>>>>> End Test Output` line after it; hardened mode runs the test command on its own between them and cannot run this script (use --mode compat)"
+)]
 pub struct NoMarkers;
 
 impl ScriptParts {
@@ -236,11 +254,22 @@ impl ScriptParts {
 
     /// The test script: restore the environment, print the start marker tagged with `nonce`,
     /// run the tests. Its exit status is the test command's.
+    ///
+    /// pytest's cache plugin is turned off: a generated script carries `-p no:cacheprovider`
+    /// in its test command ([`harden_test_cmd`]); a dataset's own script, which runs verbatim,
+    /// gets it through `PYTEST_ADDOPTS` instead.
     pub fn tests_script(&self, env_file: &str, nonce: &str) -> String {
+        let no_cache = if self.tests.iter().any(|l| l.contains("no:cacheprovider")) {
+            ""
+        } else {
+            "export PYTEST_ADDOPTS=\"${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }-p no:cacheprovider\"; "
+        };
         script(
             [
                 // Untraced: the variables are the setup's, not news for the log.
-                format!("{{ set +x; }} 2>/dev/null; source {env_file} 2>/dev/null; set -x"),
+                format!(
+                    "{{ set +x; }} 2>/dev/null; source {env_file} 2>/dev/null; {no_cache}set -x"
+                ),
                 format!("cd {REPO_DIRECTORY}"),
                 format!(": '{START_TEST_OUTPUT} {nonce}'"),
             ]
@@ -327,6 +356,47 @@ mod tests {
                 .contains("SWEBENCH_TEST_EXIT_CODE=1\n: '>>>>> End Test Output n0'\necho")
         );
         assert_eq!(ScriptParts::split("#!/bin/bash\necho\n"), Err(NoMarkers));
+    }
+
+    /// A verbatim script's tests run with pytest's cache off through `PYTEST_ADDOPTS` (added
+    /// to what the setup exported, under `set -u`); a generated hardened one already has it.
+    #[test]
+    fn pytest_cache_is_off_once() {
+        let split = |test: &str| {
+            ScriptParts::split(&with_exit_code(&format!(
+                "cd /testbed\n: '>>>>> Start Test Output'\n{test}\n: '>>>>> End Test Output'\n"
+            )))
+            .expect("markers")
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let env_file = dir.path().join("env");
+        let probe = |parts: &ScriptParts, exported: &str| {
+            std::fs::write(&env_file, exported).expect("env file");
+            let script = parts.tests_script(&env_file.display().to_string(), "n");
+            let first = script.lines().nth(2).expect("restore line");
+            let out = std::process::Command::new("bash")
+                .args([
+                    "-c",
+                    &format!("set -u\n{first}\necho \"[${{PYTEST_ADDOPTS-unset}}]\""),
+                ])
+                .output()
+                .expect("bash runs");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        let verbatim = split("pytest -rA tests/test_a.py");
+        assert_eq!(probe(&verbatim, ""), "[-p no:cacheprovider]");
+        assert_eq!(
+            probe(&verbatim, "declare -x PYTEST_ADDOPTS=\"-x\"\n"),
+            "[-x -p no:cacheprovider]"
+        );
+        let generated = split("pytest -rA -p no:cacheprovider tests/test_a.py");
+        assert_eq!(probe(&generated, ""), "[unset]");
+        assert!(
+            ScriptParts::split("#!/bin/bash\necho\n")
+                .unwrap_err()
+                .to_string()
+                .contains("--mode compat")
+        );
     }
 
     #[test]

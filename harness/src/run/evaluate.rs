@@ -185,6 +185,36 @@ pub fn grade_evaluation(
     }
 }
 
+/// Parses a run's `test_output.txt` with an evaluator plugin and grades it against `instance`:
+/// hardened runs (`region` given) read only the host's nonce-tagged section, compatible runs
+/// follow `get_logs_eval`. Shared by `harness run` and single executions ([`super::execute`]).
+pub fn grade_with_plugin(
+    evaluator: &swerve_host::EvaluatorPlugin,
+    context: &swerve_host::LogContext,
+    instance: &Instance,
+    log: &LogText<'_>,
+    region: Option<&HardenedRegion>,
+) -> Result<(Graded, StatusMap), ParseFailure> {
+    let parse = |t: &str| {
+        evaluator
+            .parse(t, context)
+            .map(status_map)
+            .map_err(|f| ParseFailure(format!("{}: {}", f.class, f.message)))
+    };
+    let evaluation = match region {
+        Some(r) => evaluate_hardened(log, r, &parse),
+        None => evaluate_compat(log, &parse),
+    }?;
+    let map = evaluation
+        .as_ref()
+        .map(|e| e.status_map.clone())
+        .unwrap_or_default();
+    Ok((
+        grade_evaluation(instance, log, PatchState::Present, evaluation),
+        map,
+    ))
+}
+
 /// Converts an evaluator plugin's pairs into a status map (later pairs override earlier ones).
 pub fn status_map(pairs: Vec<(String, swerve_host::TestStatus)>) -> StatusMap {
     pairs

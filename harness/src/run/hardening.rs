@@ -121,6 +121,61 @@ pub const NO_HOOKS_CMD: [&str; 5] = ["git", "config", "--global", "core.hooksPat
 pub const IDLE_PID_SCRIPT: &str =
     "cat /proc/1/task/1/children 2>/dev/null | tr ' ' '\\n' | head -n 1";
 
+/// The one exec before the patch is applied: git hooks off ([`NO_HOOKS_CMD`]), then the idle
+/// process's PID on a line of its own ([`IDLE_PID_SCRIPT`], the line empty if there is none),
+/// then the untracked files, NUL-separated ([`UNTRACKED_CMD`]). Read with [`parse_prepare`].
+pub fn prepare_script() -> String {
+    format!(
+        "{} >/dev/null 2>&1; printf '%s\\n' \"$({IDLE_PID_SCRIPT})\"; {} 2>/dev/null",
+        NO_HOOKS_CMD.join(" "),
+        UNTRACKED_CMD.join(" ")
+    )
+}
+
+/// The idle PID (0 if unknown) and the untracked files from [`prepare_script`]'s output.
+pub fn parse_prepare(output: &[u8]) -> (u32, BTreeSet<String>) {
+    let line_end = output
+        .iter()
+        .position(|b| *b == b'\n')
+        .unwrap_or(output.len());
+    let pid = String::from_utf8_lossy(&output[..line_end])
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    (pid, nul_list(output.get(line_end + 1..).unwrap_or(&[])))
+}
+
+/// The one exec after the patch is applied, run as `sh -c SCRIPT sh BASE`: the untracked files,
+/// then the tracked files changed since `BASE`, each list NUL-terminated per name and closed by
+/// one more NUL, then `git diff` (SWE-bench's "Git diff before"). Names are never empty, so the
+/// extra NULs cannot be forged by a file name. Read with [`parse_inspect`].
+pub const INSPECT_SCRIPT: &str = "git ls-files --others -z 2>/dev/null; printf '\\0'; \
+     git -c core.fileMode=false diff --name-only -z \"$1\" 2>/dev/null; printf '\\0'; \
+     git -c core.fileMode=false diff";
+
+/// What [`INSPECT_SCRIPT`] printed: untracked files, changed tracked files, the diff text.
+pub fn parse_inspect(output: &[u8]) -> (BTreeSet<String>, BTreeSet<String>, String) {
+    let mut rest = output;
+    let mut lists: [BTreeSet<String>; 2] = Default::default();
+    for list in &mut lists {
+        loop {
+            let end = rest.iter().position(|b| *b == 0).unwrap_or(rest.len());
+            let name = &rest[..end];
+            rest = rest.get(end + 1..).unwrap_or(&[]);
+            if name.is_empty() {
+                break;
+            }
+            list.insert(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    let [untracked, changed] = lists;
+    (
+        untracked,
+        changed,
+        String::from_utf8_lossy(rest).into_owned(),
+    )
+}
+
 /// Kills every process in the container except PID 1 (Docker's init), the idle process that
 /// keeps the container alive, and this script and its parent (the exec's `timeout`). Only
 /// shell built-ins run inside the loop, so the script forks nothing it would have to spare.
@@ -142,6 +197,24 @@ pub fn nonce() -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_exec_outputs_split_where_names_cannot_reach() {
+        let (pid, untracked) = parse_prepare(b"42\nnew.txt\0dir/conftest.py\0");
+        assert_eq!(pid, 42);
+        assert_eq!(untracked.len(), 2);
+        assert!(untracked.contains("dir/conftest.py"));
+        assert_eq!(parse_prepare(b"\n").0, 0);
+        assert!(parse_prepare(b"").1.is_empty());
+
+        let out = b"a\0b c\0\0conftest.py\0\0diff --git a/x b/x\n\0odd\n";
+        let (untracked, changed, diff) = parse_inspect(out);
+        assert_eq!(untracked.into_iter().collect::<Vec<_>>(), ["a", "b c"]);
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["conftest.py"]);
+        assert_eq!(diff, "diff --git a/x b/x\n\0odd\n");
+        let (untracked, changed, diff) = parse_inspect(b"\0\0");
+        assert!(untracked.is_empty() && changed.is_empty() && diff.is_empty());
+    }
 
     #[test]
     fn test_infrastructure_paths() {

@@ -14,13 +14,10 @@ use swerve_sandbox::{Container, ContainerSpec, ExecOutput, ExecRequest, Limits, 
 use super::apply::{ApplyOutcome, CONTAINER_PATCH_FILE, apply_patch};
 use super::cache::{InstanceMeta, META_FILE, OutcomeKind, write_atomic};
 use super::eval_script::{REPO_DIRECTORY, ScriptParts};
-use super::evaluate::{
-    HardenedRegion, ParseFailure, evaluate_compat, evaluate_hardened, grade_evaluation, status_map,
-};
+use super::evaluate::{HardenedRegion, grade_with_plugin};
 use super::hardening::{self, Undone};
 use super::instance_log::InstanceLog;
 use crate::dataset::Instance;
-use crate::grading::PatchState;
 use crate::report::render_instance_report;
 
 /// How the eval script runs and is graded.
@@ -234,29 +231,31 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     let container = start_container(ctx, job).await?;
     log.info(&format!("Container for {id} started: {}", container.id()));
 
-    let mut idle_pid = 0;
-    let mut untracked_before = Default::default();
-    if ctx.mode == Mode::Hardened {
-        exec(&container, strings(&hardening::NO_HOOKS_CMD), api).await?;
-        let out = exec(
-            &container,
-            strings(&["sh", "-c", hardening::IDLE_PID_SCRIPT]),
-            api,
-        )
-        .await?;
-        idle_pid = out.text().trim().parse().unwrap_or(0);
-        let out = exec(&container, strings(&hardening::UNTRACKED_CMD), api).await?;
-        untracked_before = hardening::nul_list(&out.output);
-    }
-
     // A patch text needs a final newline for git apply; SWE-bench writes it as it is.
     let mut patch = job.patch.clone();
     if !patch.ends_with('\n') {
         patch.push('\n');
     }
-    container
-        .write_file(CONTAINER_PATCH_FILE, patch.as_bytes())
-        .await?;
+    let upload = async {
+        container
+            .write_file(CONTAINER_PATCH_FILE, patch.as_bytes())
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    // Hardened: hooks off, the idle process and the untracked files, in one exec while the
+    // patch is copied in.
+    let (idle_pid, untracked_before) = if ctx.mode == Mode::Hardened {
+        let prepare = exec(
+            &container,
+            strings(&["sh", "-c", &hardening::prepare_script()]),
+            api,
+        );
+        let (out, ()) = tokio::try_join!(prepare, upload)?;
+        hardening::parse_prepare(&out.output)
+    } else {
+        upload.await?;
+        (0, Default::default())
+    };
     log.info(&format!(
         "Intermediate patch for {id} written to {}, now applying to container...",
         job.dir.join("patch.diff").display()
@@ -273,20 +272,29 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         }
     }
 
+    let diff_cmd = strings(&["git", "-c", "core.fileMode=false", "diff"]);
     let mut undone = None;
-    if ctx.mode == Mode::Hardened {
+    let before = if ctx.mode == Mode::Hardened {
         let base = job
             .row
             .base_commit
             .clone()
             .unwrap_or_else(|| "HEAD".to_owned());
-        let after = exec(&container, strings(&hardening::UNTRACKED_CMD), api).await?;
-        let changed = exec(&container, hardening::changed_tracked_cmd(&base), api).await?;
-        let u = Undone::compute(
-            &untracked_before,
-            &hardening::nul_list(&after.output),
-            &hardening::nul_list(&changed.output),
-        );
+        // Untracked and changed files, and the diff, in one exec.
+        let inspect = exec(
+            &container,
+            vec![
+                "sh".to_owned(),
+                "-c".to_owned(),
+                hardening::INSPECT_SCRIPT.to_owned(),
+                "sh".to_owned(),
+                base.clone(),
+            ],
+            api,
+        )
+        .await?;
+        let (untracked_after, changed, mut before) = hardening::parse_inspect(&inspect.output);
+        let u = Undone::compute(&untracked_before, &untracked_after, &changed);
         for cmd in u.commands(&base) {
             let out = exec(&container, cmd.clone(), api).await?;
             log.info(&format!(
@@ -300,12 +308,13 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
                 "Hardening: undid test infrastructure from the patch (restored {:?}, removed {:?})",
                 u.restored, u.removed
             ));
+            before = exec(&container, diff_cmd.clone(), api).await?.text();
         }
         undone = Some(u);
-    }
-
-    let diff_cmd = strings(&["git", "-c", "core.fileMode=false", "diff"]);
-    let before = exec(&container, diff_cmd.clone(), api).await?.text();
+        before
+    } else {
+        exec(&container, diff_cmd.clone(), api).await?.text()
+    };
     log.info(&format!("Git diff before:\n{before}"));
 
     let eval_file = job.dir.join("eval.sh");
@@ -335,7 +344,7 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         test_output.display()
     ));
     let mut record = Record::new(OutcomeKind::Unresolved);
-    record.tests = tests;
+    record.tests = run.script_time;
     record.hardened = run.region.clone();
     record.undone = undone;
     if run.timed_out {
@@ -352,8 +361,6 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     if after != before {
         log.info("Git diff changed after running eval script");
     }
-    container.remove().await?;
-
     let context = swerve_host::LogContext {
         repo: job.row.repo.clone(),
         instance_id: id.clone(),
@@ -364,26 +371,20 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     let evaluator = ctx.evaluator.clone();
     let row = job.row.clone();
     let region = run.region;
-    let graded = tokio::task::spawn_blocking(move || {
-        let parse = |t: &str| {
-            evaluator
-                .parse(t, &context)
-                .map(status_map)
-                .map_err(|f| ParseFailure(format!("{}: {}", f.class, f.message)))
-        };
-        let log_text = LogText::new(&text);
-        let evaluation = match &region {
-            Some(r) => evaluate_hardened(&log_text, r, &parse),
-            None => evaluate_compat(&log_text, &parse),
-        }?;
-        Ok::<_, ParseFailure>(grade_evaluation(
+    // The container goes while the log is parsed: nothing after the diff needs it.
+    let grading = tokio::task::spawn_blocking(move || {
+        grade_with_plugin(
+            &evaluator,
+            &context,
             &row,
-            &log_text,
-            PatchState::Present,
-            evaluation,
-        ))
-    })
-    .await?;
+            &LogText::new(&text),
+            region.as_ref(),
+        )
+        .map(|(graded, _)| graded)
+    });
+    let (removed, graded) = tokio::join!(container.remove(), grading);
+    removed?;
+    let graded = graded?;
     let graded = match graded {
         Ok(g) => g,
         Err(failure) => {
@@ -421,6 +422,9 @@ struct ScriptRun {
     text: String,
     timed_out: bool,
     region: Option<HardenedRegion>,
+    /// Time spent inside the eval script's own execs (the tests themselves); the rest of the
+    /// instance's time (container, copies, hardening's process sweeps) is overhead.
+    script_time: Duration,
 }
 
 async fn run_compat(
@@ -436,13 +440,16 @@ async fn run_compat(
         text: out.text(),
         timed_out: out.timed_out,
         region: None,
+        script_time: out.elapsed,
     })
 }
 
 /// The hardened execution: setup, tests and teardown as three execs. Between them every
 /// process but the container's init and idle process is killed, so nothing the patch started
 /// outlives its part; the start nonce enters the container only with the test part and the end
-/// nonce only after the tests' processes are dead.
+/// nonce only after the tests' processes are dead. Each part is passed on its exec's command
+/// line rather than copied in as a file: one Docker round trip less per part, and a nonce is
+/// visible in the container no earlier than its part starts.
 async fn run_hardened(
     container: &Container,
     job: &Job,
@@ -457,69 +464,69 @@ async fn run_hardened(
     let kill = hardening::kill_all_script(idle_pid);
     let mut text = String::new();
 
-    container
-        .write_file(
-            "/run/swerve/setup.sh",
-            parts.setup_script(ENV_FILE).as_bytes(),
-        )
-        .await?;
     let setup = exec(
         container,
-        strings(&["/bin/bash", "/run/swerve/setup.sh"]),
+        vec![
+            "/bin/bash".to_owned(),
+            "-c".to_owned(),
+            parts.setup_script(ENV_FILE),
+        ],
         left(),
     )
     .await?;
     text.push_str(&setup.text());
+    let mut script_time = setup.elapsed;
     if setup.timed_out {
         return Ok(ScriptRun {
             text,
             timed_out: true,
             region: None,
+            script_time,
         });
     }
     exec(container, strings(&["sh", "-c", &kill]), api).await?;
 
     let start_nonce = hardening::nonce()?;
-    container
-        .write_file(
-            "/run/swerve/tests.sh",
-            parts.tests_script(ENV_FILE, &start_nonce).as_bytes(),
-        )
-        .await?;
     let tests = exec(
         container,
-        strings(&["/bin/bash", "/run/swerve/tests.sh"]),
+        vec![
+            "/bin/bash".to_owned(),
+            "-c".to_owned(),
+            parts.tests_script(ENV_FILE, &start_nonce),
+        ],
         left(),
     )
     .await?;
     text.push_str(&tests.text());
+    script_time += tests.elapsed;
     exec(container, strings(&["sh", "-c", &kill]), api).await?;
     if tests.timed_out {
         return Ok(ScriptRun {
             text,
             timed_out: true,
             region: None,
+            script_time,
         });
     }
     let exit_code = tests.exit_code.unwrap_or(-1);
 
     let end_nonce = hardening::nonce()?;
-    container
-        .write_file(
-            "/run/swerve/teardown.sh",
-            parts.teardown_script(exit_code, &end_nonce).as_bytes(),
-        )
-        .await?;
     let teardown = exec(
         container,
-        strings(&["/bin/bash", "/run/swerve/teardown.sh"]),
+        vec![
+            "/bin/bash".to_owned(),
+            "-c".to_owned(),
+            parts.teardown_script(exit_code, &end_nonce),
+        ],
         left().max(Duration::from_secs(30)),
     )
     .await?;
     text.push_str(&teardown.text());
+    script_time += teardown.elapsed;
     Ok(ScriptRun {
         text,
         timed_out: false,
+        script_time,
         region: Some(HardenedRegion {
             start_nonce,
             end_nonce,

@@ -1,15 +1,17 @@
 //! `harness run`: SWE-bench's `run_evaluation` on swerve's sandbox (spec §§3–9).
 //!
 //! The flow: resolve the dataset ([`source`]) and predictions, sweep containers left by an
-//! earlier run with this id, make the images ([`crate::images`]), generate each eval script
-//! ([`eval_script`]), reuse results whose content key matches ([`cache`]), evaluate the rest
-//! with at most `max_workers` containers at once ([`instance`]), and write the run report with
-//! [`crate::report`]. Hardened mode (default) is described in `docs/hardening.md`.
+//! earlier run with this id, make the images ([`crate::images`]), take each row's own eval
+//! script or generate one ([`eval_script`]), reuse results whose content key matches
+//! ([`cache`]), evaluate the rest with at most `max_workers` containers at once ([`instance`]),
+//! and write the run report with [`crate::report`]. Hardened mode (default) is described in
+//! `docs/hardening.md`.
 
 pub mod apply;
 pub mod cache;
 pub mod eval_script;
 pub mod evaluate;
+pub mod execute;
 pub mod hardening;
 pub mod instance;
 pub mod instance_log;
@@ -29,10 +31,10 @@ use crate::images::{self, ImageRecipe};
 use crate::predictions::{self, Prediction, PredictionsError};
 use crate::report::{
     DockerLeftovers, RunResults, SubmittedPrediction, build_run_report, render_run_report,
-    run_report_file_name,
+    run_report_path,
 };
 use cache::{InstanceMeta, META_FILE, OutcomeKind, Resume};
-use eval_script::{ScriptInputs, harden_test_cmd, make_eval_script, with_exit_code};
+use eval_script::{ScriptParts, harden_test_cmd, script_from_spec, with_exit_code};
 pub use instance::{InstanceResult, Job, Mode, RunContext};
 use source::DatasetSource;
 
@@ -134,33 +136,32 @@ pub fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
     log_root.join("run_evaluation").join(run_id)
 }
 
-/// The eval script of a row: generated from its environment spec (hardened: with
-/// `-p no:cacheprovider`), else the row's own `eval_script`; v5's exit-code lines added.
+/// The eval script of a row and the test command for the log parser's context. A row's own
+/// `eval_script` (SWE-bench 5 rows) wins and runs verbatim, with only what v5 itself does to it
+/// (spec §5.2: header lines dropped and re-added, exit-code lines around the end marker); a
+/// row without one gets the script generated from its environment spec (hardened: with
+/// `-p no:cacheprovider`; a verbatim script gets it through `PYTEST_ADDOPTS` when it runs, see
+/// [`ScriptParts::tests_script`]). `None` when the row has neither.
 pub fn eval_script_for(
     source: &DatasetSource,
     row: &crate::dataset::Instance,
     mode: Mode,
 ) -> Option<(String, String)> {
-    if let Some(env) = source.environments.get(row) {
-        let test_cmd = env.test_cmd.as_script_text();
-        let test_cmd = match mode {
-            Mode::Hardened => harden_test_cmd(&test_cmd),
-            Mode::Compat => test_cmd,
-        };
-        let install = env.install.to_vec();
-        let script = make_eval_script(&ScriptInputs {
-            repo: &row.repo,
-            base_commit: row.base_commit.as_deref().unwrap_or("HEAD"),
-            test_patch: row.test_patch.as_deref().unwrap_or(""),
-            eval_commands: &env.eval_commands,
-            install: &install,
-            test_cmd: &test_cmd,
-        });
-        return Some((with_exit_code(&script), test_cmd));
+    if let Some(script) = row.eval_script.as_deref() {
+        let script = with_exit_code(script);
+        let test_command = ScriptParts::split(&script)
+            .map(|parts| parts.tests.join("\n"))
+            .unwrap_or_default();
+        return Some((script, test_command));
     }
-    row.eval_script
-        .as_deref()
-        .map(|s| (with_exit_code(s), String::new()))
+    let env = source.environments.get(row)?;
+    let test_cmd = env.test_cmd.as_script_text();
+    let test_cmd = match mode {
+        Mode::Hardened => harden_test_cmd(&test_cmd),
+        Mode::Compat => test_cmd,
+    };
+    let script = script_from_spec(row, env, &test_cmd);
+    Some((with_exit_code(&script), test_cmd))
 }
 
 fn write(path: &Path, text: &str) -> Result<(), RunError> {
@@ -424,11 +425,20 @@ pub async fn run(
     instances.extend(evaluated);
     instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
 
+    // Every container of this run is removed when its instance ends, so what still carries the
+    // run id comes from a killed run with the same id whose container create was still in
+    // flight at the first sweep (the engine finishes it after the client died).
+    let late = sandbox.sweep(Some(&config.run_id)).await?;
+    if !late.is_empty() {
+        progress.message(&format!(
+            "Removed {} containers left by an earlier run of {}",
+            late.len(),
+            config.run_id
+        ));
+    }
     let docker = leftovers(&sandbox, &config.run_id, &config.source, &base).await;
     let results = make_report(config, &model_dir, Some(docker));
-    let file = config
-        .report_dir
-        .join(run_report_file_name(&model, &config.run_id));
+    let file = run_report_path(&config.report_dir, &model, &config.run_id);
     write(&file, &render_run_report(&results.report))?;
     Ok(RunSummary {
         results,

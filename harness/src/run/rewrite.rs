@@ -13,7 +13,7 @@ use super::evaluate::{
 };
 use super::{RunConfig, RunError, eval_script_for, make_report, run_dir};
 use crate::grading::PatchState;
-use crate::report::{RunResults, render_instance_report, render_run_report, run_report_file_name};
+use crate::report::{RunResults, render_instance_report, render_run_report, run_report_path};
 
 /// Re-grades every instance folder that has a `test_output.txt`; returns the run report and
 /// the file it was written to.
@@ -86,9 +86,7 @@ pub fn rewrite_reports(
         }
     }
     let results = make_report(config, &model_dir, None);
-    let file = config
-        .report_dir
-        .join(run_report_file_name(&model, &config.run_id));
+    let file = run_report_path(&config.report_dir, &model, &config.run_id);
     fs_err::create_dir_all(&config.report_dir).map_err(|source| RunError::Write {
         path: config.report_dir.clone(),
         source,

@@ -1,7 +1,7 @@
 //! `--dataset NAME|PATH`: the rows, their environment specs and the folder of repository
-//! sources. `swerve-mini` names the bundled dataset; a path is a `.json`/`.jsonl` file or a
-//! folder holding `<split>.jsonl`/`<split>.json` (or a single `.jsonl`). Hub dataset ids cannot
-//! be fetched (no network) and parquet files are not read (see `docs/harness.md`).
+//! sources. `swerve-mini` names the bundled dataset; a path is a `.json`/`.jsonl`/`.parquet` file
+//! or a folder holding `<split>.jsonl`/`<split>.json`/`<split>.parquet` (or a single `.jsonl`).
+//! Hub dataset ids cannot be fetched (no network; see `docs/harness.md`).
 
 use std::path::{Path, PathBuf};
 
@@ -44,14 +44,8 @@ pub enum SourceError {
         /// The id.
         name: String,
     },
-    /// Parquet is not supported.
-    #[error("{}: parquet datasets are not supported; convert with `python -c \"import pandas as p; p.read_parquet('X.parquet').to_json('X.jsonl', orient='records', lines=True)\"`", path.display())]
-    Parquet {
-        /// The file.
-        path: PathBuf,
-    },
     /// A folder without a rows file for the split.
-    #[error("no {split}.jsonl / {split}.json (or single .jsonl) in {}", dir.display())]
+    #[error("no {split}.jsonl / {split}.json / {split}.parquet (or single .jsonl) in {}", dir.display())]
     NoRows {
         /// The folder.
         dir: PathBuf,
@@ -106,9 +100,6 @@ pub fn resolve(
             p
         }
     };
-    if path.extension().is_some_and(|e| e == "parquet") {
-        return Err(SourceError::Parquet { path });
-    }
     let rows = dataset::read_rows(&path)?;
     let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
     let env_file = dir.join("environments.json");

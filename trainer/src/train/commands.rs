@@ -3,16 +3,18 @@
 //! binary only parses flags and draws progress.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use dfdx::prelude::Cpu;
 use swerve_harness::plugin_spec::PluginSpec;
-use swerve_host::HostConfig;
+use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
+use swerve_host::{Host, HostConfig};
 
 use super::data::{PromptStyle, gold_examples, read_sft_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
 use super::metrics_log::{self, StepMetrics};
 use super::predict::predict;
-use super::rewards::PluginRewards;
+use super::rewards::{Executor, PluginRewards};
 use super::sft::{SftConfig, SftTrainer};
 use super::state::{self, RunState};
 use super::{RunOutput, demo, plot};
@@ -72,6 +74,48 @@ pub fn plugin_host_config() -> HostConfig {
     }
 }
 
+/// `--execute`: run each completion's patch in the Docker sandbox before scoring, as `harness
+/// run` would, so that execution rewards (the `tests-fixed` plugin) see the test results.
+#[derive(Debug, Clone)]
+pub struct ExecuteSpec {
+    /// The harness dataset the task rows belong to (a rows file beside its
+    /// `environments.json` and `repos/`, or `swerve-mini`).
+    pub dataset: PathBuf,
+    /// Containers at once.
+    pub workers: usize,
+    /// Limit for one instance's tests.
+    pub timeout: Duration,
+    /// Where each execution's logs go.
+    pub work_dir: PathBuf,
+}
+
+/// Starts the harness's sandbox executor for `spec`, parsing logs with the bundled
+/// `swebench-parsers` evaluator plugin.
+pub fn start_executor(spec: &ExecuteSpec) -> Result<PatchExecutor> {
+    let fail = |source: Box<dyn std::error::Error + Send + Sync>| Error::Execute {
+        dataset: spec.dataset.clone(),
+        source,
+    };
+    let source =
+        swerve_harness::run::source::resolve(&spec.dataset.to_string_lossy(), "test", None)
+            .map_err(|e| fail(e.into()))?;
+    let host = Host::new(plugin_host_config()).map_err(Error::Reward)?;
+    let evaluator = host
+        .load_evaluator(
+            &swerve_plugins::bundled("swebench-parsers"),
+            &Default::default(),
+        )
+        .map_err(Error::Reward)?;
+    let config = ExecuteConfig {
+        workers: spec.workers.max(1),
+        timeout: spec.timeout,
+        work_dir: spec.work_dir.clone(),
+        run_id: format!("trainer-{}", std::process::id()),
+        ..ExecuteConfig::default()
+    };
+    PatchExecutor::new(source, evaluator, config).map_err(|e| fail(e.into()))
+}
+
 /// Where a run starts from.
 #[derive(Debug, Clone)]
 pub struct ModelSource {
@@ -107,6 +151,8 @@ pub struct GrpoCommand {
     pub output: OutputSpec,
     /// Threads that score rewards.
     pub reward_jobs: usize,
+    /// Run each completion's patch before scoring (`--execute`).
+    pub execute: Option<ExecuteSpec>,
 }
 
 /// Runs `trainer grpo`; returns the final checkpoint.
@@ -127,6 +173,7 @@ pub fn run_grpo(
     let initial = CausalLm::<f32, Cpu>::load(&cmd.source.model, &dev)?;
     let (policy, resume) = resume_from(cmd.source.resume.as_deref(), &initial, &dev)?;
     let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
+    let executor = cmd.execute.as_ref().map(start_executor).transpose()?;
     let mut trainer = GrpoTrainer::new(
         cmd.config.clone(),
         GrpoInputs {
@@ -134,7 +181,7 @@ pub fn run_grpo(
             prompt_style: cmd.prompt_style,
             tokenizer: &tokenizer,
             rewards: &rewards,
-            executor: None,
+            executor: executor.as_ref().map(|e| e as &dyn Executor),
         },
         policy,
         &initial,

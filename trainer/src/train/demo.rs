@@ -9,7 +9,8 @@
 //!    ([`crate::prompt::focus`]), prompted with [`PromptFormat::Bare`]; gold completions
 //!    rendered as SEARCH/REPLACE blocks ([`super::data::gold_completion`]).
 //! 4. SFT (`[sft]`) on the gold completions, then GRPO (`[grpo]`) with the `swe-rl` reward
-//!    plugin (or the plugins given).
+//!    plugin (or the plugins given); with `[demo] execute = true` every completion also runs in
+//!    the Docker sandbox first and the `tests-fixed` execution reward joins in.
 //! 5. Plots of both runs, and `predictions.jsonl` from the final checkpoint (greedy decoding),
 //!    in the layout `harness run --predictions` reads.
 //!
@@ -26,7 +27,7 @@ use super::data::{PromptStyle, TaskRow, gold_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
 use super::metrics_log::{self, StepMetrics};
 use super::predict::predict;
-use super::rewards::RewardFunctions;
+use super::rewards::{Executor, RewardFunctions};
 use super::sft::{SftConfig, SftTrainer};
 use super::state::RunState;
 use super::{RunOutput, plot};
@@ -37,6 +38,10 @@ use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, ModelConfig, ModelParams};
 use crate::prompt::PromptFormat;
 use crate::tokenizer::Tokenizer;
+
+/// `model_name_or_path` of the demo's predictions (`harness run` names its run report
+/// `swerve-mini-tiny.<run id>.json` after it).
+pub const PREDICTIONS_MODEL_NAME: &str = "swerve-mini-tiny";
 
 /// The metrics plotted after a GRPO run.
 pub const GRPO_PLOTS: [&str; 9] = [
@@ -88,6 +93,18 @@ pub struct DemoSettings {
     /// Most new tokens per prediction. Default 256.
     #[serde(default = "default_predict_tokens")]
     pub predict_max_new_tokens: usize,
+    /// Run every GRPO completion's patch in the Docker sandbox and add the `tests-fixed`
+    /// execution reward (`trainer grpo --execute`). Default false: the bundled run's time
+    /// budget has no room for a container per completion on two cores.
+    #[serde(default)]
+    pub execute: bool,
+    /// Containers at once when `execute` is on. Default 2.
+    #[serde(default = "default_execute_workers")]
+    pub execute_workers: usize,
+}
+
+fn default_execute_workers() -> usize {
+    2
 }
 
 fn default_init_std() -> f64 {
@@ -149,12 +166,13 @@ pub struct DemoSummary {
     pub seconds: BTreeMap<String, f64>,
 }
 
-/// Runs the whole pipeline; `rewards` scores the GRPO completions; `on_step` sees every step of
-/// both runs (`"sft"` or `"grpo"`).
+/// Runs the whole pipeline; `rewards` scores the GRPO completions, after `executor` ran them
+/// when given; `on_step` sees every step of both runs (`"sft"` or `"grpo"`).
 pub fn run(
     config: &DemoConfig,
     paths: &DemoPaths,
     rewards: &dyn RewardFunctions,
+    executor: Option<&dyn Executor>,
     on_step: &mut dyn FnMut(&str, &StepMetrics, &RunState),
 ) -> Result<DemoSummary> {
     let started = Instant::now();
@@ -216,7 +234,7 @@ pub fn run(
             prompt_style: style,
             tokenizer: &tokenizer,
             rewards,
-            executor: None,
+            executor,
         },
         warm.clone(),
         &warm,
@@ -245,7 +263,7 @@ pub fn run(
             ..SamplingConfig::default()
         },
         tasks.len(),
-        &final_checkpoint.display().to_string(),
+        PREDICTIONS_MODEL_NAME,
     )?;
     let predictions_path = paths.out.join("predictions.jsonl");
     let lines: String = predicted

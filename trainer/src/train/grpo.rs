@@ -24,19 +24,19 @@ use std::time::Instant;
 use dfdx::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
-use swerve_host::Sample;
+use swerve_host::{Execution, Sample};
 
 use super::batch::{Packed, pack};
 use super::data::{PromptStyle, TaskRow};
 use super::metrics_log::StepMetrics;
 use super::objective::{MicroBatch, ObjectiveSums, grpo_loss};
 use super::patch::completion_patch;
-use super::rewards::{Executor, RewardFunctions};
+use super::rewards::{Executor, PendingExecution, RewardFunctions};
 use super::schedule::Schedule;
 use super::state::RunState;
 use super::{MetricsAccumulator, RunOutput, derive_seed};
 use crate::error::{Error, Result};
-use crate::generate::{SamplingConfig, generate};
+use crate::generate::{SamplingConfig, generate_streaming};
 use crate::grpo::advantages::TRL_STD_EPS;
 use crate::grpo::config::MultiObjectiveAggregation;
 use crate::grpo::loss::ObjectiveParams;
@@ -194,7 +194,10 @@ impl<'a, D: Device<f32>> GrpoTrainer<'a, D> {
             let metrics = self.step()?;
             output.metrics.append(&metrics)?;
             on_step(&metrics, &self.state);
-            let at_boundary = self.state.micro_step % generate_every(&self.config) == 0;
+            let at_boundary = self
+                .state
+                .micro_step
+                .is_multiple_of(generate_every(&self.config));
             if at_boundary && (output.due(self.state.step) || self.finished()) {
                 output.save(&self.policy, &self.optimizer, &self.state)?;
             }
@@ -212,7 +215,11 @@ impl<'a, D: Device<f32>> GrpoTrainer<'a, D> {
         let mut loss = 0.0;
         let spg = self.config.steps_per_generation();
         for _ in 0..self.config.gradient_accumulation_steps {
-            if self.state.micro_step % generate_every(&self.config) == 0 {
+            if self
+                .state
+                .micro_step
+                .is_multiple_of(generate_every(&self.config))
+            {
                 self.generate_batch(&mut acc)?;
             }
             let index = (self.state.micro_step % spg as u64) as usize;
@@ -279,7 +286,30 @@ impl<'a, D: Device<f32>> GrpoTrainer<'a, D> {
             pad_token_id: self.pad,
             seed: derive_seed(self.config.seed, STREAM_SAMPLING, self.state.generation),
         };
-        let generation = generate(&self.policy, &prompts, &sampling)?;
+        // Each completion goes to the executor (when there is one) as soon as it is final, so
+        // that its sandbox runs while the other rows are still being sampled.
+        let mut pending: Vec<Option<PendingExecution>> = (0..tasks.len()).map(|_| None).collect();
+        let mut decode_error = None;
+        let generation = {
+            let tokenizer = self.inputs.tokenizer;
+            let executor = self.inputs.executor;
+            let all_tasks = self.inputs.tasks;
+            let mut on_done = |row: usize, completion: &[u32]| {
+                let Some(executor) = executor else { return };
+                match tokenizer.decode(completion, true) {
+                    Ok(text) => {
+                        let task = &all_tasks[tasks[row]];
+                        let patch = completion_patch(task, &text).unwrap_or_default();
+                        pending[row] = Some(executor.submit(task, &patch));
+                    }
+                    Err(e) => decode_error = Some(e),
+                }
+            };
+            generate_streaming(&self.policy, &prompts, &sampling, &mut on_done)?
+        };
+        if let Some(e) = decode_error {
+            return Err(e);
+        }
         let texts = generation
             .completions
             .iter()
@@ -290,8 +320,11 @@ impl<'a, D: Device<f32>> GrpoTrainer<'a, D> {
         let samples: Vec<Sample> = tasks
             .iter()
             .zip(&texts)
+            .zip(pending)
             .enumerate()
-            .map(|(i, (&t, text))| self.sample(t, i, text))
+            .map(|(i, ((&t, text), execution))| {
+                self.sample(t, i, text, execution.map(PendingExecution::wait))
+            })
             .collect();
         let per_func = self.inputs.rewards.score(&samples)?;
         let weights = self.inputs.rewards.weights();
@@ -374,13 +407,16 @@ impl<'a, D: Device<f32>> GrpoTrainer<'a, D> {
         Ok(())
     }
 
-    /// The reward sample of completion `index` (of task `task`).
-    fn sample(&self, task: usize, index: usize, completion: &str) -> Sample {
+    /// The reward sample of completion `index` (of task `task`), with its execution result
+    /// when it was executed.
+    fn sample(
+        &self,
+        task: usize,
+        index: usize,
+        completion: &str,
+        execution: Option<Execution>,
+    ) -> Sample {
         let row = &self.inputs.tasks[task];
-        let execution = self.inputs.executor.map(|executor| {
-            let patch = completion_patch(row, completion).unwrap_or_default();
-            executor.execute(row, &patch)
-        });
         Sample {
             id: format!("{}:{}:{index}", row.instance_id, self.state.generation),
             prompt: self.inputs.prompt_style.render(row),

@@ -1,8 +1,10 @@
 //! Where GRPO's rewards come from: a set of named, weighted reward functions scored over a
 //! generation batch ([`RewardFunctions`]), implemented by swerve's WebAssembly reward plugins
 //! through `swerve-host` ([`PluginRewards`]) or by plain Rust closures in tests
-//! ([`FnRewards`]); and the boundary to execution-based rewards ([`Executor`]).
+//! ([`FnRewards`]); and the boundary to execution-based rewards ([`Executor`]), implemented by
+//! the harness's sandbox executor ([`PatchExecutor`]) or by closures ([`FnExecutor`]).
 
+use swerve_harness::run::execute::PatchExecutor;
 use swerve_host::{Execution, Host, HostConfig, Sample, Scorer, ScorerConfig, WeightedPlugin};
 
 use super::data::TaskRow;
@@ -116,11 +118,51 @@ impl RewardFunctions for FnRewards {
 /// Runs a completion's patch against its task's tests (in the Docker sandbox, through the
 /// harness) so that execution-aware reward plugins see `Sample.execution`.
 ///
-/// The trainer calls it once per completion, after turning the completion's SEARCH/REPLACE
-/// edits into a unified diff ([`super::patch::completion_patch`]; an empty patch when the
-/// completion has none), and before scoring. Failures of the infrastructure belong in
-/// [`Execution::infra_error`], not in an `Err`: the sample is still scored.
+/// The trainer submits each completion as soon as the model has finished it, after turning its
+/// SEARCH/REPLACE edits into a unified diff ([`super::patch::completion_patch`]; an empty patch
+/// when the completion has none), and waits for every result only before scoring, so that
+/// sandboxes run while the rest of the batch is still being generated. Failures of the
+/// infrastructure belong in [`Execution::infra_error`], not in an `Err`: the sample is still
+/// scored.
 pub trait Executor: Sync {
-    /// The execution result of applying `patch` to `task`'s repository and running its tests.
-    fn execute(&self, task: &TaskRow, patch: &str) -> Execution;
+    /// Starts applying `patch` to `task`'s repository and running its tests; returns at once.
+    fn submit(&self, task: &TaskRow, patch: &str) -> PendingExecution;
+}
+
+/// An execution that may still be running.
+pub struct PendingExecution(Box<dyn FnOnce() -> Execution + Send>);
+
+impl PendingExecution {
+    /// A result that is already known.
+    pub fn ready(execution: Execution) -> Self {
+        Self(Box::new(move || execution))
+    }
+
+    /// A result that `wait` produces when asked (blocking).
+    pub fn later(wait: impl FnOnce() -> Execution + Send + 'static) -> Self {
+        Self(Box::new(wait))
+    }
+
+    /// Blocks until the execution is done.
+    pub fn wait(self) -> Execution {
+        (self.0)()
+    }
+}
+
+/// The harness's executor: each patch evaluated as `harness run` evaluates a prediction, in
+/// parallel containers, identical patches once.
+impl Executor for PatchExecutor {
+    fn submit(&self, task: &TaskRow, patch: &str) -> PendingExecution {
+        let pending = PatchExecutor::submit(self, &task.instance_id, patch);
+        PendingExecution::later(move || pending.wait())
+    }
+}
+
+/// An executor written in Rust (for tests and library users): runs the function at once.
+pub struct FnExecutor<F>(pub F);
+
+impl<F: Fn(&TaskRow, &str) -> Execution + Sync> Executor for FnExecutor<F> {
+    fn submit(&self, task: &TaskRow, patch: &str) -> PendingExecution {
+        PendingExecution::ready((self.0)(task, patch))
+    }
 }

@@ -1,0 +1,529 @@
+//! Single executions for execution-based rewards: one (dataset row, patch) evaluated exactly as
+//! `harness run` evaluates a prediction — same image, eval script, patch-apply chain, hardened
+//! mode and evaluator plugin ([`super::instance::run_instance`]) — with the result returned as
+//! the [`Execution`] a reward plugin sees instead of a run report.
+//!
+//! [`PatchExecutor`] is for callers without an async runtime (the trainer): it owns a small
+//! tokio runtime, [`PatchExecutor::submit`] returns at once with a [`PendingExecution`] to
+//! [`wait`](PendingExecution::wait) on later, and at most `workers` containers run at once, so
+//! sandboxes work while the caller goes on (the trainer submits each completion as soon as the
+//! model has finished it). Identical work runs once: results are cached by the same content key
+//! `harness run` resumes by (image id, patch, eval script, mode; [`super::cache::cache_key`]),
+//! and a submission whose key is already running waits for that run. Infrastructure failures
+//! are not cached, so a later submission retries them.
+//!
+//! Every execution leaves `harness run`'s files (`patch.diff`, `eval.sh`, `test_output.txt`,
+//! `run_instance.log`, `report.json`, `swerve.json`) in `<work_dir>/<instance_id>/<key>/`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt as _, Shared};
+use swerve_host::{EvaluatorPlugin, Execution, TestOutcome, TestStatus};
+use swerve_log_parsers::LogText;
+use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
+use tokio::sync::{OnceCell, Semaphore};
+
+use super::cache::{self, OutcomeKind};
+use super::evaluate::grade_with_plugin;
+use super::instance::{Job, Mode, RunContext, run_instance};
+use super::source::DatasetSource;
+use super::{RunError, eval_script_for, valid_run_id};
+use crate::dataset::Instance;
+use crate::images;
+
+/// How single executions run.
+#[derive(Debug, Clone)]
+pub struct ExecuteConfig {
+    /// Prefix of the run ids of the executions' containers (`<run_id>-<n>`, one per
+    /// execution, so that two patches of one instance can run side by side); `harness clean
+    /// --run-id <run_id>-<n>` or a plain `harness clean` removes leftovers of a crash.
+    /// Default `execute`.
+    pub run_id: String,
+    /// Where each execution's log files go. Default `logs/execute`.
+    pub work_dir: PathBuf,
+    /// Containers at once (at least 1). Default 2.
+    pub workers: usize,
+    /// Limit for one eval script, as `harness run --timeout`. Default 300 s.
+    pub timeout: Duration,
+    /// Hardened (default) or compatible, as `harness run --mode`.
+    pub mode: Mode,
+    /// Container limits, as `harness run`'s (default: [`Limits::default`], no network).
+    pub limits: Limits,
+}
+
+impl Default for ExecuteConfig {
+    fn default() -> Self {
+        Self {
+            run_id: "execute".to_owned(),
+            work_dir: PathBuf::from("logs/execute"),
+            workers: 2,
+            timeout: Duration::from_secs(300),
+            mode: Mode::Hardened,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// What every execution of one instance shares: its image and eval script.
+#[derive(Debug, Clone)]
+struct Prepared {
+    image: String,
+    image_id: String,
+    eval_script: String,
+    test_command: String,
+    log_parser: String,
+}
+
+/// A cache of executions by content key. A key is run once: later requests for it share the
+/// first run's result, also while that run is still going. Results with an `infra_error` are
+/// dropped from the cache when they complete, so that the next request runs again.
+#[derive(Clone, Default)]
+pub struct ExecutionCache {
+    entries: Arc<Mutex<HashMap<String, Shared<BoxFuture<'static, Execution>>>>>,
+}
+
+impl ExecutionCache {
+    /// The result for `key`: the cached (or running) one, else `run()`'s, started now.
+    pub fn get_or_run(
+        &self,
+        key: &str,
+        run: impl FnOnce() -> BoxFuture<'static, Execution>,
+    ) -> Shared<BoxFuture<'static, Execution>> {
+        let mut entries = self.entries.lock().expect("cache lock");
+        if let Some(found) = entries.get(key) {
+            return found.clone();
+        }
+        let this = self.clone();
+        let owned = key.to_owned();
+        let future = run();
+        let shared = async move {
+            let execution = future.await;
+            if execution.infra_error.is_some() {
+                this.entries.lock().expect("cache lock").remove(&owned);
+            }
+            execution
+        }
+        .boxed()
+        .shared();
+        entries.insert(key.to_owned(), shared.clone());
+        shared
+    }
+
+    /// Keys cached or running.
+    pub fn len(&self) -> usize {
+        self.entries.lock().expect("cache lock").len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An execution under way; [`wait`](Self::wait) blocks until it is done.
+pub struct PendingExecution {
+    receiver: tokio::sync::oneshot::Receiver<Execution>,
+}
+
+impl PendingExecution {
+    /// The result. Must not be called from inside an async runtime.
+    pub fn wait(self) -> Execution {
+        self.receiver
+            .blocking_recv()
+            .unwrap_or_else(|_| infra("the execution task ended without a result".to_owned()))
+    }
+}
+
+/// Runs patches against dataset rows in the Docker sandbox (see the module documentation).
+pub struct PatchExecutor {
+    runtime: tokio::runtime::Runtime,
+    shared: Arc<ExecutorState>,
+}
+
+/// One instance's image and script, made by the first execution that needs them.
+type PreparedCell = Arc<OnceCell<Result<Prepared, String>>>;
+
+/// The state the executor's tasks share.
+struct ExecutorState {
+    rows: BTreeMap<String, Instance>,
+    source: DatasetSource,
+    config: ExecuteConfig,
+    sandbox: Sandbox,
+    evaluator: EvaluatorPlugin,
+    base: OnceCell<Result<String, String>>,
+    prepared: Mutex<HashMap<String, PreparedCell>>,
+    permits: Semaphore,
+    cache: ExecutionCache,
+    sequence: AtomicU64,
+    runs: AtomicU64,
+}
+
+impl PatchExecutor {
+    /// Connects to Docker for executions of `source`'s rows, parsing logs with `evaluator`.
+    /// Images are made on first use (the base image first: minutes on a fresh machine).
+    pub fn new(
+        source: DatasetSource,
+        evaluator: EvaluatorPlugin,
+        config: ExecuteConfig,
+    ) -> Result<Self, RunError> {
+        if !valid_run_id(&config.run_id) {
+            return Err(RunError::RunId(config.run_id));
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("swerve-execute")
+            .enable_all()
+            .build()
+            .map_err(|source| RunError::Write {
+                path: config.work_dir.clone(),
+                source,
+            })?;
+        let sandbox = runtime.block_on(Sandbox::connect(SandboxConfig::default()))?;
+        let rows = source
+            .rows
+            .iter()
+            .map(|r| (r.instance_id.clone(), r.clone()))
+            .collect();
+        let permits = Semaphore::new(config.workers.max(1));
+        Ok(Self {
+            runtime,
+            shared: Arc::new(ExecutorState {
+                rows,
+                source,
+                config,
+                sandbox,
+                evaluator,
+                base: OnceCell::new(),
+                prepared: Mutex::new(HashMap::new()),
+                permits,
+                cache: ExecutionCache::default(),
+                sequence: AtomicU64::new(0),
+                runs: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Starts evaluating `patch` (a unified diff; empty: no change) on row `instance_id` and
+    /// returns at once.
+    pub fn submit(&self, instance_id: &str, patch: &str) -> PendingExecution {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        let shared = Arc::clone(&self.shared);
+        let (id, patch) = (instance_id.to_owned(), patch.to_owned());
+        self.runtime.spawn(async move {
+            let _ = sender.send(shared.execute(&id, patch).await);
+        });
+        PendingExecution { receiver }
+    }
+
+    /// Evaluates `patch` on row `instance_id` and waits for the result.
+    pub fn execute(&self, instance_id: &str, patch: &str) -> Execution {
+        self.submit(instance_id, patch).wait()
+    }
+
+    /// Sandbox evaluations actually started so far (cache hits and empty patches excluded).
+    pub fn sandbox_runs(&self) -> u64 {
+        self.shared.runs.load(Ordering::Relaxed)
+    }
+}
+
+impl ExecutorState {
+    async fn execute(self: &Arc<Self>, instance_id: &str, patch: String) -> Execution {
+        let Some(row) = self.rows.get(instance_id) else {
+            return infra(format!("instance `{instance_id}` is not in the dataset"));
+        };
+        if patch.trim().is_empty() {
+            return not_run(row, false);
+        }
+        let prepared = match self.prepare(row).await {
+            Ok(p) => p,
+            Err(e) => return infra(e),
+        };
+        let key = cache::cache_key(
+            &prepared.image_id,
+            &patch,
+            &prepared.eval_script,
+            self.config.mode.as_str(),
+        );
+        let this = Arc::clone(self);
+        let row = row.clone();
+        let run_key = key.clone();
+        self.cache
+            .get_or_run(&key, move || {
+                async move { this.run(row, prepared, patch, run_key).await }.boxed()
+            })
+            .await
+    }
+
+    /// The image and eval script of `row`, made once per instance.
+    async fn prepare(&self, row: &Instance) -> Result<Prepared, String> {
+        let cell = Arc::clone(
+            self.prepared
+                .lock()
+                .expect("prepared lock")
+                .entry(row.instance_id.clone())
+                .or_default(),
+        );
+        cell.get_or_init(|| async {
+            let envs = &self.source.environments;
+            let base = if envs.get(row).is_some() {
+                self.base
+                    .get_or_init(|| async {
+                        images::ensure_base(&self.sandbox)
+                            .await
+                            .map(|t| t.info.name)
+                            .map_err(|e| super::error_chain(&e))
+                    })
+                    .await
+                    .clone()?
+            } else {
+                String::new()
+            };
+            let recipe = images::recipe(row, envs, &self.source.repos_dir, &base)
+                .map_err(|e| format!("{e:#}"))?;
+            let timings = images::ensure(&self.sandbox, &recipe)
+                .await
+                .map_err(|e| super::error_chain(&e))?;
+            let info = timings
+                .last()
+                .map(|t| t.info.clone())
+                .ok_or_else(|| "no image was made".to_owned())?;
+            let (eval_script, test_command) = eval_script_for(&self.source, row, self.config.mode)
+                .ok_or_else(|| "no environment spec and no eval_script in the row".to_owned())?;
+            let log_parser = row
+                .log_parser
+                .clone()
+                .or_else(|| envs.get(row).and_then(|e| e.log_parser.clone()))
+                .unwrap_or_default();
+            Ok(Prepared {
+                image: recipe.image_name(),
+                image_id: info.id,
+                eval_script,
+                test_command,
+                log_parser,
+            })
+        })
+        .await
+        .clone()
+    }
+
+    /// One sandbox evaluation, as `harness run` makes it, read back as an [`Execution`].
+    async fn run(
+        self: Arc<Self>,
+        row: Instance,
+        prepared: Prepared,
+        patch: String,
+        key: String,
+    ) -> Execution {
+        let _permit = self.permits.acquire().await.expect("semaphore not closed");
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let n = self.sequence.fetch_add(1, Ordering::Relaxed);
+        let ctx = RunContext {
+            sandbox: self.sandbox.clone(),
+            evaluator: self.evaluator.clone(),
+            run_id: format!("{}-{n}", self.config.run_id),
+            timeout: self.config.timeout,
+            limits: self.config.limits.clone(),
+            mode: self.config.mode,
+        };
+        let job = Job {
+            dir: self.config.work_dir.join(&row.instance_id).join(&key[..16]),
+            row,
+            patch,
+            eval_script: prepared.eval_script,
+            image: prepared.image,
+            image_id: prepared.image_id,
+            log_parser: prepared.log_parser,
+            test_command: prepared.test_command,
+            cache_key: key,
+        };
+        let result = run_instance(&ctx, &job).await;
+        let evaluator = self.evaluator.clone();
+        tokio::task::spawn_blocking(move || read_back(&job, result.outcome, &evaluator))
+            .await
+            .unwrap_or_else(|e| infra(format!("grading task failed: {e}")))
+    }
+}
+
+/// The [`Execution`] of a finished `run_instance`: its outcome, and for graded outcomes the
+/// test statuses parsed again from `test_output.txt` with the same evaluator and region.
+fn read_back(job: &Job, outcome: OutcomeKind, evaluator: &EvaluatorPlugin) -> Execution {
+    let row = &job.row;
+    match outcome {
+        OutcomeKind::Resolved | OutcomeKind::Unresolved => {}
+        OutcomeKind::PatchApplyFailed | OutcomeKind::EmptyPatch => return not_run(row, false),
+        // The patch applied but its tests ran past the limit: the model's outcome.
+        OutcomeKind::TimedOut => return not_run(row, true),
+        OutcomeKind::EvaluatorFailed | OutcomeKind::InfraError => {
+            let error = cache::read_meta(&job.dir)
+                .and_then(|m| m.error)
+                .unwrap_or_else(|| outcome.as_str().to_owned());
+            return infra(error);
+        }
+    }
+    let text = match fs_err::read_to_string(job.dir.join("test_output.txt")) {
+        Ok(t) => t,
+        Err(e) => return infra(format!("{e:#}")),
+    };
+    let region = cache::read_meta(&job.dir).and_then(|m| m.hardened);
+    let context = swerve_host::LogContext {
+        repo: row.repo.clone(),
+        instance_id: row.instance_id.clone(),
+        test_command: job.test_command.clone(),
+        version: row.version.clone().unwrap_or_default(),
+        parser: job.log_parser.clone(),
+    };
+    let log = LogText::new(&text);
+    let (graded, map) = match grade_with_plugin(evaluator, &context, row, &log, region.as_ref()) {
+        Ok(g) => g,
+        Err(failure) => return infra(failure.to_string()),
+    };
+    if graded.report.infra_failure {
+        let reason = graded.report.infra_failure_reason.unwrap_or_default();
+        return infra(format!("environment failure in the test log: {reason}"));
+    }
+    let tests_status = graded.report.tests_status.unwrap_or_default();
+    let outcomes = |tests: &[String], passed: &[String]| -> Vec<TestOutcome> {
+        tests
+            .iter()
+            .map(|t| TestOutcome {
+                name: t.clone(),
+                passed: passed.contains(t),
+            })
+            .collect()
+    };
+    Execution {
+        patch_applied: true,
+        tests: map
+            .iter()
+            .map(|(name, status)| {
+                (
+                    name.to_owned(),
+                    TestStatus::from(status.as_str().to_owned()),
+                )
+            })
+            .collect(),
+        fail_to_pass: outcomes(&row.fail_to_pass, &tests_status.fail_to_pass.success),
+        pass_to_pass: outcomes(&row.pass_to_pass, &tests_status.pass_to_pass.success),
+        resolved: graded.report.resolved,
+        infra_error: None,
+    }
+}
+
+/// An execution whose tests did not run (or did not finish): every listed test counts as not
+/// passing, as SWE-bench grades an absent test.
+fn not_run(row: &Instance, patch_applied: bool) -> Execution {
+    let failed = |tests: &[String]| {
+        tests
+            .iter()
+            .map(|t| TestOutcome {
+                name: t.clone(),
+                passed: false,
+            })
+            .collect()
+    };
+    Execution {
+        patch_applied,
+        tests: BTreeMap::new(),
+        fail_to_pass: failed(&row.fail_to_pass),
+        pass_to_pass: failed(&row.pass_to_pass),
+        resolved: false,
+        infra_error: None,
+    }
+}
+
+fn infra(error: String) -> Execution {
+    Execution {
+        infra_error: Some(error),
+        ..Execution::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// A run that counts its calls and takes a moment, so that a second request arrives while
+    /// the first is still running.
+    fn counted(
+        calls: &Arc<AtomicUsize>,
+        execution: Execution,
+    ) -> impl FnOnce() -> BoxFuture<'static, Execution> + use<> {
+        let calls = Arc::clone(calls);
+        move || {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                execution
+            }
+            .boxed()
+        }
+    }
+
+    fn resolved() -> Execution {
+        Execution {
+            patch_applied: true,
+            resolved: true,
+            ..Execution::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_same_patch_twice_runs_once() {
+        let cache = ExecutionCache::default();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let key = cache::cache_key("sha256:img", "diff", "eval.sh", "hardened");
+        // Both requests arrive before the first run ends.
+        let first = cache.get_or_run(&key, counted(&calls, resolved()));
+        let second = cache.get_or_run(&key, counted(&calls, resolved()));
+        assert_eq!(first.await, resolved());
+        assert_eq!(second.await, resolved());
+        // And once it has ended.
+        assert_eq!(
+            cache.get_or_run(&key, counted(&calls, resolved())).await,
+            resolved()
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // Another patch is another key.
+        let other = cache::cache_key("sha256:img", "diff2", "eval.sh", "hardened");
+        cache.get_or_run(&other, counted(&calls, resolved())).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn infrastructure_failures_are_retried() {
+        let cache = ExecutionCache::default();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let failed = infra("docker went away".to_owned());
+        assert_eq!(
+            cache.get_or_run("k", counted(&calls, failed.clone())).await,
+            failed
+        );
+        assert!(cache.is_empty());
+        assert_eq!(
+            cache.get_or_run("k", counted(&calls, resolved())).await,
+            resolved()
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn untested_rows_count_every_test_as_failing() {
+        let row = Instance::from_json(
+            r#"{"instance_id": "o__r-1", "repo": "o/r", "FAIL_TO_PASS": ["a"], "PASS_TO_PASS": "[\"b\"]"}"#,
+        )
+        .expect("row");
+        let e = not_run(&row, false);
+        assert!(!e.patch_applied && !e.resolved && e.infra_error.is_none());
+        assert_eq!(
+            (e.fail_to_pass[0].passed, e.pass_to_pass[0].name.as_str()),
+            (false, "b")
+        );
+    }
+}
