@@ -213,12 +213,40 @@ async fn remove_container(docker: &bollard::Docker, id: &str, limit: Duration) -
             let e = DockerError::from(e);
             if is_not_found(&e) {
                 Ok(())
+            } else if e.status_code() == Some(409) && e.to_string().contains("already in progress")
+            {
+                // Another client (a killed harness's last request, or a concurrent sweep) is
+                // removing it: done once the engine no longer knows the container.
+                wait_until_gone(docker, id, limit)
+                    .await
+                    .map_err(|()| Error::Remove {
+                        container: id.to_owned(),
+                        source: e,
+                    })
             } else {
                 Err(Error::Remove {
                     container: id.to_owned(),
                     source: e,
                 })
             }
+        }
+    }
+}
+
+/// Polls until the engine answers 404 for `id`; `Err` if it still exists after `limit`.
+async fn wait_until_gone(
+    docker: &bollard::Docker,
+    id: &str,
+    limit: Duration,
+) -> std::result::Result<(), ()> {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match docker.inspect_container(id, None).await {
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return Ok(()),
+            _ if tokio::time::Instant::now() >= deadline => return Err(()),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }

@@ -349,6 +349,27 @@ async fn sweep_removes_one_runs_labelled_containers() {
     b.remove().await.unwrap();
 }
 
+/// A sweep that meets a removal already under way (a killed harness's last request, a second
+/// sweeper) waits for it instead of failing with the engine's 409 "already in progress".
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_removals_all_succeed() {
+    let sandbox = sandbox().await;
+    for round in 0..3 {
+        let test = format!("race-{round}");
+        let c = start(&sandbox, &test, Limits::default()).await;
+        let id = run_id(&test);
+        let (removed, swept_a, swept_b) = tokio::join!(
+            c.remove(),
+            sandbox.sweep(Some(&id)),
+            sandbox.sweep(Some(&id))
+        );
+        removed.expect("remove");
+        swept_a.expect("first sweep");
+        swept_b.expect("second sweep");
+        assert!(sandbox.list(Some(&id)).await.unwrap().is_empty());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_runtime_falls_back_to_the_default() {
     let config = SandboxConfig {

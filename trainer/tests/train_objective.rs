@@ -154,7 +154,7 @@ fn model_step_matches_the_reference_for_every_loss_type() {
         },
         &params,
         &norm,
-        &[0..rows],
+        std::slice::from_ref(&(0..rows)),
     )
     .unwrap();
     assert!(

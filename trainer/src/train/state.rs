@@ -51,11 +51,11 @@ pub fn save<D: Device<f32>>(
     fs_err::rename(&staging, dir).map_err(|e| Error::io(&staging, e))
 }
 
+/// What a training checkpoint restores: the model, its optimiser and the run state.
+pub type Resumed<D> = (CausalLm<f32, D>, AdamW<f32, D>, RunState);
+
 /// Loads a checkpoint written by [`save`]: the model, its optimiser and the run state.
-pub fn load<D: Device<f32>>(
-    dir: &Path,
-    dev: &D,
-) -> Result<(CausalLm<f32, D>, AdamW<f32, D>, RunState)> {
+pub fn load<D: Device<f32>>(dir: &Path, dev: &D) -> Result<Resumed<D>> {
     let loaded = checkpoint::load(dir, dev)?;
     let optimizer = loaded.optimizer.ok_or_else(|| Error::Checkpoint {
         path: dir.to_path_buf(),
