@@ -23,13 +23,11 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt as _, Shared};
 use swerve_host::{EvaluatorPlugin, Execution, TestOutcome, TestStatus};
-use swerve_log_parsers::LogText;
 use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::cache::{self, OutcomeKind};
-use super::evaluate::grade_with_plugin;
-use super::instance::{Job, Mode, RunContext, run_instance};
+use super::instance::{InstanceResult, Job, Mode, RunContext, run_instance};
 use super::source::DatasetSource;
 use super::{RunError, eval_script_for, valid_run_id};
 use crate::dataset::Instance;
@@ -293,11 +291,7 @@ impl ExecutorState {
                 .ok_or_else(|| "no image was made".to_owned())?;
             let (eval_script, test_command) = eval_script_for(&self.source, row, self.config.mode)
                 .ok_or_else(|| "no environment spec and no eval_script in the row".to_owned())?;
-            let log_parser = row
-                .log_parser
-                .clone()
-                .or_else(|| envs.get(row).and_then(|e| e.log_parser.clone()))
-                .unwrap_or_default();
+            let log_parser = self.source.log_parser_for(row);
             Ok(Prepared {
                 image: recipe.image_name(),
                 image_id: info.id,
@@ -341,17 +335,15 @@ impl ExecutorState {
             cache_key: key,
         };
         let result = run_instance(&ctx, &job).await;
-        let evaluator = self.evaluator.clone();
-        tokio::task::spawn_blocking(move || read_back(&job, result.outcome, &evaluator))
-            .await
-            .unwrap_or_else(|e| infra(format!("grading task failed: {e}")))
+        read_back(&job, result)
     }
 }
 
 /// The [`Execution`] of a finished `run_instance`: its outcome, and for graded outcomes the
-/// test statuses parsed again from `test_output.txt` with the same evaluator and region.
-fn read_back(job: &Job, outcome: OutcomeKind, evaluator: &EvaluatorPlugin) -> Execution {
+/// grade and test statuses `run_instance` parsed from the log.
+fn read_back(job: &Job, result: InstanceResult) -> Execution {
     let row = &job.row;
+    let outcome = result.outcome;
     match outcome {
         OutcomeKind::Resolved | OutcomeKind::Unresolved => {}
         OutcomeKind::PatchApplyFailed | OutcomeKind::EmptyPatch => return not_run(row, false),
@@ -364,23 +356,10 @@ fn read_back(job: &Job, outcome: OutcomeKind, evaluator: &EvaluatorPlugin) -> Ex
             return infra(error);
         }
     }
-    let text = match fs_err::read_to_string(job.dir.join("test_output.txt")) {
-        Ok(t) => t,
-        Err(e) => return infra(format!("{e:#}")),
+    let Some(graded) = result.graded else {
+        return infra(format!("`{}` has no grade", row.instance_id));
     };
-    let region = cache::read_meta(&job.dir).and_then(|m| m.hardened);
-    let context = swerve_host::LogContext {
-        repo: row.repo.clone(),
-        instance_id: row.instance_id.clone(),
-        test_command: job.test_command.clone(),
-        version: row.version.clone().unwrap_or_default(),
-        parser: job.log_parser.clone(),
-    };
-    let log = LogText::new(&text);
-    let (graded, map) = match grade_with_plugin(evaluator, &context, row, &log, region.as_ref()) {
-        Ok(g) => g,
-        Err(failure) => return infra(failure.to_string()),
-    };
+    let (graded, map) = *graded;
     if graded.report.infra_failure {
         let reason = graded.report.infra_failure_reason.unwrap_or_default();
         return infra(format!("environment failure in the test log: {reason}"));

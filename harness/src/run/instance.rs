@@ -8,13 +8,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use swerve_host::EvaluatorPlugin;
-use swerve_log_parsers::LogText;
+use swerve_log_parsers::{LogText, StatusMap};
 use swerve_sandbox::{Container, ContainerSpec, ExecOutput, ExecRequest, Limits, Sandbox};
 
 use super::apply::{ApplyOutcome, CONTAINER_PATCH_FILE, apply_patch};
 use super::cache::{InstanceMeta, META_FILE, OutcomeKind, write_atomic};
 use super::eval_script::{REPO_DIRECTORY, ScriptParts};
-use super::evaluate::{HardenedRegion, grade_with_plugin};
+use super::evaluate::{Graded, HardenedRegion, grade_with_plugin};
 use super::hardening::{self, Undone};
 use super::instance_log::InstanceLog;
 use crate::dataset::Instance;
@@ -95,6 +95,9 @@ pub struct InstanceResult {
     pub overhead: Duration,
     /// Eval script run time.
     pub tests: Duration,
+    /// For a graded outcome (resolved or not) evaluated here: the grade and the parsed test
+    /// statuses, so a caller that needs them (single executions) does not parse the log again.
+    pub graded: Option<Box<(Graded, StatusMap)>>,
 }
 
 /// Everything recorded while evaluating, turned into `swerve.json` at the end.
@@ -104,6 +107,7 @@ struct Record {
     hardened: Option<HardenedRegion>,
     undone: Option<Undone>,
     tests: Duration,
+    graded: Option<Box<(Graded, StatusMap)>>,
 }
 
 impl Record {
@@ -114,6 +118,7 @@ impl Record {
             hardened: None,
             undone: None,
             tests: Duration::ZERO,
+            graded: None,
         }
     }
 
@@ -183,6 +188,7 @@ fn finish(job: &Job, ctx: &RunContext, record: Record, started: Instant) -> Inst
         reused: false,
         overhead,
         tests: record.tests,
+        graded: record.graded,
     }
 }
 
@@ -380,12 +386,11 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
             &LogText::new(&text),
             region.as_ref(),
         )
-        .map(|(graded, _)| graded)
     });
     let (removed, graded) = tokio::join!(container.remove(), grading);
     removed?;
     let graded = graded?;
-    let graded = match graded {
+    let (graded, statuses) = match graded {
         Ok(g) => g,
         Err(failure) => {
             log.error(&failure.to_string());
@@ -414,6 +419,7 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
             "False"
         }
     ));
+    record.graded = Some(Box::new((graded, statuses)));
     Ok(record)
 }
 

@@ -226,6 +226,7 @@ fn record_failure(
         reused: false,
         overhead: Duration::ZERO,
         tests: Duration::ZERO,
+        graded: None,
     }
 }
 
@@ -350,17 +351,7 @@ pub async fn run(
                     ));
                 };
                 let patch = pred.model_patch.clone().unwrap_or_default();
-                let log_parser = row
-                    .log_parser
-                    .clone()
-                    .or_else(|| {
-                        config
-                            .source
-                            .environments
-                            .get(row)
-                            .and_then(|e| e.log_parser.clone())
-                    })
-                    .unwrap_or_default();
+                let log_parser = config.source.log_parser_for(row);
                 Ok(Job {
                     cache_key: cache::cache_key(
                         &info.id,
@@ -396,6 +387,7 @@ pub async fn run(
                     reused: true,
                     overhead: Duration::ZERO,
                     tests: Duration::ZERO,
+                    graded: None,
                 });
             }
             Ok(job) => jobs.push(job),

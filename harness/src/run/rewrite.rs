@@ -8,11 +8,8 @@ use swerve_host::EvaluatorPlugin;
 use swerve_log_parsers::LogText;
 
 use super::cache::{self, OutcomeKind};
-use super::evaluate::{
-    ParseFailure, evaluate_compat, evaluate_hardened, grade_evaluation, status_map,
-};
+use super::evaluate::grade_with_plugin;
 use super::{RunConfig, RunError, eval_script_for, make_report, run_dir};
-use crate::grading::PatchState;
 use crate::report::{RunResults, render_instance_report, render_run_report, run_report_path};
 
 /// Re-grades every instance folder that has a `test_output.txt`; returns the run report and
@@ -40,34 +37,15 @@ pub fn rewrite_reports(
             instance_id: row.instance_id.clone(),
             test_command,
             version: row.version.clone().unwrap_or_default(),
-            parser: row
-                .log_parser
-                .clone()
-                .or_else(|| {
-                    config
-                        .source
-                        .environments
-                        .get(row)
-                        .and_then(|e| e.log_parser.clone())
-                })
-                .unwrap_or_default(),
+            parser: config.source.log_parser_for(row),
         };
-        let parse = |t: &str| {
-            evaluator
-                .parse(t, &context)
-                .map(status_map)
-                .map_err(|f| ParseFailure(format!("{}: {}", f.class, f.message)))
-        };
-        let text = LogText::new(&raw);
-        let evaluation = match meta.as_ref().and_then(|m| m.hardened.as_ref()) {
-            Some(region) => evaluate_hardened(&text, region, &parse),
-            None => evaluate_compat(&text, &parse),
-        };
-        let Ok(evaluation) = evaluation else {
+        let region = meta.as_ref().and_then(|m| m.hardened.as_ref());
+        let Ok((graded, _)) =
+            grade_with_plugin(evaluator, &context, row, &LogText::new(&raw), region)
+        else {
             tracing::warn!(instance = %row.instance_id, "log parser failed; report left as it is");
             continue;
         };
-        let graded = grade_evaluation(row, &text, PatchState::Present, evaluation);
         let path = dir.join("report.json");
         cache::write_atomic(
             &path,

@@ -150,6 +150,19 @@ fn rows_in_dir(dir: &Path, split: &str) -> Result<PathBuf, SourceError> {
 }
 
 impl DatasetSource {
+    /// The evaluator's parser name for `row`: its own `log_parser` (v5 rows), else its
+    /// environment spec's, else empty (the bundled evaluator then picks by repo).
+    pub fn log_parser_for(&self, row: &Instance) -> String {
+        row.log_parser
+            .clone()
+            .or_else(|| {
+                self.environments
+                    .get(row)
+                    .and_then(|e| e.log_parser.clone())
+            })
+            .unwrap_or_default()
+    }
+
     /// Keeps only the rows named by `ids` (all when empty); unknown ids are an error.
     pub fn filter(&mut self, ids: &[String]) -> Result<(), SourceError> {
         if ids.is_empty() {
