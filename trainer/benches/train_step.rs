@@ -99,6 +99,8 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     if let Some(name) = &args.case {
+        // What the trainer binary does first: see swerve_trainer::runtime.
+        swerve_trainer::runtime::init()?;
         let case = find_case(name)?;
         let result = run_case(&case, &crate_dir.join(case.config), args.steps)?;
         println!("{result}");
@@ -217,23 +219,31 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
         .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
         .collect();
 
-    let mut step = |model: &mut CausalLm<f32, Cpu>| -> anyhow::Result<f64> {
+    // Seconds of (whole step, forward, backward, optimiser).
+    let mut step = |model: &mut CausalLm<f32, Cpu>| -> anyhow::Result<[f64; 4]> {
         let t0 = Instant::now();
         let out = model.token_logps(&batch, s - c, 1.0, model.params.alloc_grads())?;
         let adv = dev
             .tensor_from_vec(advantages.clone(), (b,))
             .broadcast_like::<_, Axis<1>>(&(b, c));
         let loss = (out.logps * adv).mean::<(), _>().negate();
+        let t1 = Instant::now();
         let mut grads = model.params.keep_param_grads(loss.backward());
+        let t2 = Instant::now();
         opt.step(&mut model.params, &mut grads);
-        Ok(t0.elapsed().as_secs_f64())
+        let t3 = Instant::now();
+        Ok([t3 - t0, t1 - t0, t2 - t1, t3 - t2].map(|d| d.as_secs_f64()))
     };
     step(&mut model)?;
-    let mut times = (0..steps.max(1))
+    let times = (0..steps.max(1))
         .map(|_| step(&mut model))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    times.sort_by(f64::total_cmp);
-    let step_s = times[times.len() / 2];
+    let median = |i: usize| {
+        let mut v: Vec<f64> = times.iter().map(|t| t[i]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let step_s = median(0);
 
     let prompts: Vec<Vec<u32>> = (0..b)
         .map(|_| (0..case.gen_prompt).map(|_| next_token()).collect())
@@ -258,6 +268,10 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
         "completion": c,
         "threads": rayon_threads(),
         "step_s": step_s,
+        "steps_ms": times.iter().map(|t| (t[0] * 1e3).round()).collect::<Vec<_>>(),
+        "forward_s": median(1),
+        "backward_s": median(2),
+        "optimizer_s": median(3),
         "train_tok_s": (b * s) as f64 / step_s,
         "gen_s": gen_s,
         "gen_tok_s": generated as f64 / gen_s,

@@ -5,11 +5,11 @@
 //! token per row on top of the cache. Rows that have produced an EOS keep receiving a masked
 //! padding token until every row is done or the limit is reached.
 
-use dfdx::prelude::{Device, Dtype};
+use dfdx::prelude::Dtype;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use crate::error::{Error, Result};
-use crate::model::{CausalLm, KvCache, TokenBatch};
+use crate::model::{CausalLm, Kernels, KvCache, TokenBatch};
 
 /// Sampling settings (defaults follow TRL, grpo.md §2).
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +71,7 @@ pub struct Generation {
 }
 
 /// Samples a completion for every prompt.
-pub fn generate<E: Dtype, D: Device<E>>(
+pub fn generate<E: Dtype, D: Kernels<E>>(
     model: &CausalLm<E, D>,
     prompts: &[Vec<u32>],
     config: &SamplingConfig,
@@ -83,7 +83,7 @@ pub fn generate<E: Dtype, D: Device<E>>(
 /// (at its EOS, or when the limit ends every row still running), so that the caller can start
 /// working on it while the other rows are still being sampled. The result is the same as
 /// [`generate`]'s.
-pub fn generate_streaming<E: Dtype, D: Device<E>>(
+pub fn generate_streaming<E: Dtype, D: Kernels<E>>(
     model: &CausalLm<E, D>,
     prompts: &[Vec<u32>],
     config: &SamplingConfig,
@@ -98,7 +98,7 @@ pub fn generate_streaming<E: Dtype, D: Device<E>>(
     Ok(generation)
 }
 
-fn sample_rows<E: Dtype, D: Device<E>>(
+fn sample_rows<E: Dtype, D: Kernels<E>>(
     model: &CausalLm<E, D>,
     prompts: &[Vec<u32>],
     config: &SamplingConfig,

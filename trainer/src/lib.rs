@@ -18,5 +18,6 @@ pub mod generate;
 pub mod grpo;
 pub mod model;
 pub mod prompt;
+pub mod runtime;
 pub mod tokenizer;
 pub mod train;

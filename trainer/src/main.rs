@@ -99,6 +99,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .init();
+    if let Err(err) = swerve_trainer::runtime::init() {
+        eprintln!("error: {err:#}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Generate(args) => run_generate(&args),
         Command::Loss { case } => {
@@ -134,7 +138,10 @@ fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
     }
 }
 
-fn generate_on<D: dfdx::prelude::Device<f32>>(args: &GenerateArgs, dev: &D) -> anyhow::Result<()> {
+fn generate_on<D: swerve_trainer::model::Kernels<f32>>(
+    args: &GenerateArgs,
+    dev: &D,
+) -> anyhow::Result<()> {
     let tokenizer_path = args.model.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let model = CausalLm::<f32, D>::load(&args.model, dev)

@@ -3,18 +3,30 @@
 //! Run in f64 on the CPU: central differences with h = 1e-5 then have truncation and rounding
 //! errors near 1e-10, so a tolerance of 1e-6 relative separates a correct backward from a wrong
 //! one by orders of magnitude (dfdx's CPU `slice` backward bug gives errors near 1, grpo.md
-//! §14.2). The f32 kernels are the same generic code as the f64 ones.
+//! §14.2). The f32 kernels are the same generic code as the f64 ones. Every check runs on both
+//! kernel sets: the fused CPU kernels (what the trainer runs) and dfdx's own operations (what
+//! CUDA runs).
 
 use dfdx::prelude::*;
 use serde_json::json;
 use swerve_trainer::model::forward::ops;
-use swerve_trainer::model::{CausalLm, ModelConfig, ModelParams, Param, TokenBatch};
+use swerve_trainer::model::{CausalLm, KernelMode, ModelConfig, ModelParams, Param, TokenBatch};
 
 type Dev = Cpu;
 const H: f64 = 1e-5;
 /// |analytic − numeric| ≤ ATOL + RTOL·|numeric| for every checked element.
 const RTOL: f64 = 1e-6;
 const ATOL: f64 = 1e-9;
+const MODES: [KernelMode; 2] = [KernelMode::Fused, KernelMode::Reference];
+
+fn model_with(config: &ModelConfig, seed: u64, mode: KernelMode) -> CausalLm<f64, Dev> {
+    let mut model = CausalLm::new(
+        config.clone(),
+        ModelParams::random(config, &Dev::default(), seed, 0.5),
+    );
+    model.kernels = mode;
+    model
+}
 
 /// Tiny configs with grouped-query attention (4 query heads over 2 kv heads): Qwen2 with q/k/v
 /// biases and a separate LM head; Llama with biases on all four projections and tied embeddings.
@@ -129,13 +141,13 @@ fn picks(len: usize, k: usize) -> Vec<usize> {
 
 #[test]
 fn whole_model_gradients_match_finite_differences_for_every_tensor_kind() {
-    let dev = Dev::default();
     let mut worst: f64 = 0.0;
-    for (seed, config) in configs().into_iter().enumerate() {
-        let model = CausalLm::new(
-            config.clone(),
-            ModelParams::random(&config, &dev, seed as u64, 0.5),
-        );
+    for (seed, config, mode) in configs()
+        .into_iter()
+        .enumerate()
+        .flat_map(|(seed, c)| MODES.map(|m| (seed, c.clone(), m)))
+    {
+        let model = model_with(&config, seed as u64, mode);
         let grads = analytic_grads(&model);
         let names: Vec<String> = model.params.named().into_iter().map(|(n, _)| n).collect();
         // Every tensor kind: embeddings, norms, q/k/v/o weights and biases, MLP, LM head.
@@ -177,7 +189,12 @@ fn whole_model_gradients_match_finite_differences_for_every_tensor_kind() {
                 set_param(&mut m.params, name, down);
                 (plus - loss_value(&m)) / (2.0 * H)
             };
-            worst = worst.max(compare(name, &analytic, numeric, &idx));
+            worst = worst.max(compare(
+                &format!("{mode:?} {name}"),
+                &analytic,
+                numeric,
+                &idx,
+            ));
         }
     }
     eprintln!("worst relative gradient error over all parameters: {worst:e}");
@@ -216,9 +233,14 @@ fn op_check<S: Shape>(
 
 #[test]
 fn rope_matches_rotate_half_and_its_gradient_is_exact() {
-    let dev = Dev::default();
+    for mode in MODES {
+        rope_check(mode);
+    }
+}
+
+fn rope_check(mode: KernelMode) {
     let config = configs().remove(0);
-    let model = CausalLm::new(config.clone(), ModelParams::random(&config, &dev, 0, 0.5));
+    let model = model_with(&config, 0, mode);
     let (b, s, h, hd) = (2, 3, 2, config.head_dim);
     let x = random_tensor((b, s, h, hd), 11);
     // Forward against Hugging Face's formula x·cos + rotate_half(x)·sin at offset 5.
@@ -241,7 +263,7 @@ fn rope_matches_rotate_half_and_its_gradient_is_exact() {
                     let want = xv[base + i] * angle.cos() + rotated * angle.sin();
                     assert!(
                         (got[base + i] - want).abs() < 1e-12,
-                        "rope[{bi},{si},{hi},{i}]"
+                        "{mode:?} rope[{bi},{si},{hi},{i}]"
                     );
                 }
             }
@@ -249,21 +271,25 @@ fn rope_matches_rotate_half_and_its_gradient_is_exact() {
     }
     let w = random_tensor((b, s, h, hd), 12);
     // x is used twice inside rope (x·cos and roll(x)·sin): both contributions must add up.
-    let worst = op_check("rope", x, |x| {
+    let worst = op_check(&format!("{mode:?} rope"), x, |x| {
         (ops::rope_at(&model, x, offset) * w.clone()).sum()
     });
-    eprintln!("rope worst relative error {worst:e}");
+    eprintln!("{mode:?} rope worst relative error {worst:e}");
 }
 
 #[test]
 fn rms_norm_gradient_is_exact() {
-    let x = random_tensor((3, 5), 21);
+    let config = configs().remove(0);
     let weight: Tensor<(usize,), f64, Dev> = random_tensor((5,), 22);
     let w = random_tensor((3, 5), 23);
-    let worst = op_check("rms_norm", x, |x| {
-        (ops::rms_norm(x, &weight, 1e-6) * w.clone()).sum()
-    });
-    eprintln!("rms_norm worst relative error {worst:e}");
+    for mode in MODES {
+        let model = model_with(&config, 0, mode);
+        let x = random_tensor((3, 5), 21);
+        let worst = op_check(&format!("{mode:?} rms_norm"), x, |x| {
+            (ops::rms_norm(&model, x, &weight, 1e-6) * w.clone()).sum()
+        });
+        eprintln!("{mode:?} rms_norm worst relative error {worst:e}");
+    }
 }
 
 #[test]
@@ -286,9 +312,14 @@ fn gather_and_select_gradients_accumulate_over_repeated_indices() {
 
 #[test]
 fn causal_and_padding_masks_hide_future_and_padded_tokens() {
-    let dev = Dev::default();
+    for mode in MODES {
+        masks_check(mode);
+    }
+}
+
+fn masks_check(mode: KernelMode) {
     let config = configs().remove(0);
-    let model = CausalLm::new(config.clone(), ModelParams::random(&config, &dev, 3, 0.5));
+    let model = model_with(&config, 3, mode);
     let (batch, _) = batch();
     let base = model.logits(&batch).as_vec();
     let v = config.vocab_size;
@@ -313,7 +344,7 @@ fn causal_and_padding_masks_hide_future_and_padded_tokens() {
                 .fold(0.0, f64::max);
             assert!(
                 diff < 1e-12,
-                "row {row} pos {p} changed by {diff} after editing pos {pos}"
+                "{mode:?}: row {row} pos {p} changed by {diff} after editing pos {pos}"
             );
         }
         if unchanged_until < 7 {

@@ -2,7 +2,9 @@
 //! masks, SwiGLU MLP and the LM head.
 //!
 //! Every function is generic over the dfdx tape `T`, so one code path serves training (an
-//! `OwnedTape` started at the embedding matrix) and inference (`NoneTape`).
+//! `OwnedTape` started at the embedding matrix) and inference (`NoneTape`). The blocks
+//! themselves come from the device's [`Kernels`]: fused one-pass kernels on the CPU, dfdx's
+//! operations elsewhere (or on the CPU with [`KernelMode::Reference`]).
 //!
 //! Invariants that keep dfdx 0.13's CPU backward correct (grpo.md §14.2):
 //! - no `slice` anywhere: RoPE uses `roll` with a signed sine table, and the completion positions
@@ -13,19 +15,13 @@
 use dfdx::prelude::*;
 
 use super::config::ModelConfig;
-use super::params::{LayerParams, Linear, Matrix, ModelParams, Vector};
+use super::kernels::{AttentionContext, AttentionMask, BlockShape, KernelMode, Kernels, KvPair};
+use super::params::{LayerParams, ModelParams};
 use crate::error::{Error, Result};
 
 type T2<E, D, T> = Tensor<(usize, usize), E, D, T>;
 type T3<E, D, T = NoneTape> = Tensor<(usize, usize, usize), E, D, T>;
 type T4<E, D, T = NoneTape> = Tensor<(usize, usize, usize, usize), E, D, T>;
-
-/// One layer's cached `(keys, values)`, each `[rows, len, num_kv_heads, head_dim]`.
-type KvPair<E, D> = (T4<E, D>, T4<E, D>);
-
-/// The additive mask value for disallowed attention: large enough that `exp` underflows to 0,
-/// finite so that a fully masked row (a padding query) stays finite instead of NaN.
-const MASKED: f64 = -1e9;
 
 /// A causal language model: a validated config plus its parameters on device `D`.
 #[derive(Debug, Clone)]
@@ -34,6 +30,9 @@ pub struct CausalLm<E: Dtype, D: Device<E>> {
     pub config: ModelConfig,
     /// The weights.
     pub params: ModelParams<E, D>,
+    /// Which implementation of the blocks runs ([`KernelMode::Fused`] unless a test asks for
+    /// the reference).
+    pub kernels: KernelMode,
 }
 
 /// A batch of token sequences padded to one length, row-major `[rows, cols]`.
@@ -146,11 +145,17 @@ impl<E: Dtype, D: Device<E>> KvCache<E, D> {
 }
 
 impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
-    /// A model from a config and matching parameters.
+    /// A model from a config and matching parameters, on the device's fastest kernels.
     pub fn new(config: ModelConfig, params: ModelParams<E, D>) -> Self {
-        Self { config, params }
+        Self {
+            config,
+            params,
+            kernels: KernelMode::Fused,
+        }
     }
+}
 
+impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     fn device(&self) -> D {
         self.params.embed_tokens.device().clone()
     }
@@ -218,15 +223,7 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
         // Logits at positions start-1 .. s-2 predict the tokens at start .. s-1.
         let positions: Vec<usize> = (0..b).flat_map(|_| start - 1..s - 1).collect();
         let picked: T3<E, D, T> = hidden.gather(dev.tensor_from_vec(positions, (b, c)));
-        let logits = self.lm_head(picked.reshape_like(&(b * c, d))) / scalar::<E>(temperature);
-        let logp = logits.log_softmax::<Axis<1>>();
-        let entropy = {
-            let lp = logp.retaped::<NoneTape>();
-            (lp.clone().exp() * lp)
-                .sum::<(usize,), Axis<1>>()
-                .negate()
-                .reshape_like(&(b, c))
-        };
+        let logits = self.lm_head(picked.reshape_like(&(b * c, d)));
         let targets: Vec<usize> = (0..b)
             .flat_map(|row| {
                 batch.ids[row * s + start..(row + 1) * s]
@@ -239,10 +236,11 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
                 reason: format!("token id {bad} is outside the vocabulary"),
             });
         }
-        let logps = logp
-            .select(dev.tensor_from_vec(targets, (b * c,)))
-            .reshape_like(&(b, c));
-        Ok(TokenLogps { logps, entropy })
+        let (logps, entropy) = D::token_logps(logits, &targets, temperature, self.kernels);
+        Ok(TokenLogps {
+            logps: logps.reshape_like(&(b, c)),
+            entropy: entropy.reshape_like(&(b, c)),
+        })
     }
 
     /// Runs `batch` (new tokens only) through the model on top of `cache`, extends the cache,
@@ -271,16 +269,16 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
         let mut new_layers = Vec::with_capacity(self.config.num_layers);
         for (i, layer) in self.params.layers.iter().enumerate() {
             let past_kv = cache.layers.get(i);
-            let (y, kv) = self.layer(x, layer, &ctx, past_kv);
+            let (y, kv) = self.layer(x, layer, &ctx, past_kv, true);
             x = y;
-            new_layers.push(kv);
+            new_layers.push(kv.expect("keep_kv returns the keys and values"));
         }
         cache.layers = new_layers;
         cache.key_mask = key_mask;
         cache.len = total;
         let d = self.config.hidden_size;
-        let hidden =
-            rms_norm(x, &self.params.norm, self.config.rms_norm_eps).reshape_like(&(b, s, d));
+        let hidden = D::rms_norm(x, &self.params.norm, self.config.rms_norm_eps, self.kernels)
+            .reshape_like(&(b, s, d));
         let last = self.device().tensor_from_vec(vec![s - 1; b], (b,));
         let last_hidden: T2<E, D, NoneTape> = hidden.select(last);
         Ok(self.lm_head(last_hidden))
@@ -291,9 +289,9 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
         let ctx = self.context(batch.rows, batch.cols, 0, &batch.mask);
         let mut x = self.embed(embed, batch);
         for layer in &self.params.layers {
-            x = self.layer(x, layer, &ctx, None).0;
+            x = self.layer(x, layer, &ctx, None, false).0;
         }
-        rms_norm(x, &self.params.norm, self.config.rms_norm_eps)
+        D::rms_norm(x, &self.params.norm, self.config.rms_norm_eps, self.kernels)
     }
 
     fn embed<T: Tape<E, D>>(&self, embed: T2<E, D, T>, batch: &TokenBatch) -> T2<E, D, T> {
@@ -312,11 +310,17 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
             .lm_head
             .as_ref()
             .unwrap_or(&self.params.embed_tokens);
-        hidden.matmul(head.clone().permute::<_, Axes2<1, 0>>())
+        D::linear(hidden, head, None, None, self.kernels)
     }
 
     /// RoPE tables and the attention mask for `s` new tokens after `past` cached ones.
-    fn context(&self, b: usize, s: usize, past: usize, key_mask: &[bool]) -> Context<E, D> {
+    fn context(
+        &self,
+        b: usize,
+        s: usize,
+        past: usize,
+        key_mask: &[bool],
+    ) -> AttentionContext<E, D> {
         let dev = self.device();
         let hd = self.config.head_dim;
         let half = hd / 2;
@@ -334,169 +338,67 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
                 sin.push(scalar::<E>(sign * angle.sin()));
             }
         }
-        let total = past + s;
-        let mut mask = Vec::with_capacity(b * s * total);
-        for row in 0..b {
-            for q in 0..s {
-                for k in 0..total {
-                    let allowed = k <= past + q && key_mask[row * total + k];
-                    mask.push(scalar::<E>(if allowed { 0.0 } else { MASKED }));
-                }
-            }
-        }
-        Context {
-            rows: b,
-            len: s,
-            cos: dev.tensor_from_vec(cos, (s, hd)),
-            sin: dev.tensor_from_vec(sin, (s, hd)),
-            mask: dev.tensor_from_vec(mask, (b, s, total)),
-        }
+        AttentionContext::new(
+            dev.tensor_from_vec(cos, (s, hd)),
+            dev.tensor_from_vec(sin, (s, hd)),
+            AttentionMask {
+                rows: b,
+                len: s,
+                past,
+                key_mask: key_mask.to_vec(),
+            },
+        )
     }
 
-    /// One decoder layer on `[rows·len, hidden]`; returns the output and this layer's full keys
+    /// One decoder layer on `[rows·len, hidden]`; with `keep_kv`, also this layer's full keys
     /// and values (past and new) for the cache.
     fn layer<T: Tape<E, D>>(
         &self,
         x: T2<E, D, T>,
         layer: &LayerParams<E, D>,
-        ctx: &Context<E, D>,
+        ctx: &AttentionContext<E, D>,
         past: Option<&KvPair<E, D>>,
-    ) -> (T2<E, D, T>, KvPair<E, D>) {
-        let eps = self.config.rms_norm_eps;
-        let h = rms_norm(x.retaped::<T>(), &layer.input_layernorm, eps);
-        let (attn, kv) = self.attention(h, layer, ctx, past);
-        let x = x + attn;
-        let h = rms_norm(x.retaped::<T>(), &layer.post_attention_layernorm, eps);
-        let gate = linear(h.retaped::<T>(), &layer.gate_proj, None);
-        let up = linear(h, &layer.up_proj, None);
-        let act = gate.retaped::<T>() * gate.sigmoid() * up;
-        (x + linear(act, &layer.down_proj, None), kv)
-    }
-
-    fn attention<T: Tape<E, D>>(
-        &self,
-        h: T2<E, D, T>,
-        layer: &LayerParams<E, D>,
-        ctx: &Context<E, D>,
-        past: Option<&KvPair<E, D>>,
-    ) -> (T2<E, D, T>, KvPair<E, D>) {
+        keep_kv: bool,
+    ) -> (T2<E, D, T>, Option<KvPair<E, D>>) {
         let cfg = &self.config;
-        let (b, s, hd) = (ctx.rows, ctx.len, cfg.head_dim);
-        let (heads, kv_heads, group) = (cfg.num_heads, cfg.num_kv_heads, cfg.group_size());
-        let q = proj(h.retaped::<T>(), &layer.q_proj).reshape_like(&(b, s, heads, hd));
-        let k = proj(h.retaped::<T>(), &layer.k_proj).reshape_like(&(b, s, kv_heads, hd));
-        let v = proj(h, &layer.v_proj).reshape_like(&(b, s, kv_heads, hd));
-        let q = rope(q, ctx);
-        let k = rope(k, ctx);
-        // With a cache the new keys and values are appended; without a tape, so the
-        // concatenation's backward (grpo.md §14.2) never runs.
-        let (k, v) = match past {
-            Some((pk, pv)) => (
-                (pk.clone().retaped::<T>(), k).concat_along(Axis::<1>),
-                (pv.clone().retaped::<T>(), v).concat_along(Axis::<1>),
-            ),
-            None => (k, v),
+        let shape = BlockShape {
+            heads: cfg.num_heads,
+            kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            eps: cfg.rms_norm_eps,
         };
-        let total = k.shape().1;
-        let kv_out = (k.retaped::<NoneTape>(), v.retaped::<NoneTape>());
-        // Grouped-query attention without repeating keys: query head h = kv·group + g uses kv
-        // head kv (Hugging Face's repeat_kv), so the queries of a group are stacked along the
-        // row axis and multiplied by that kv head's keys in one batched matmul.
-        let q = q
-            .reshape_like(&(b, s, kv_heads, group, hd))
-            .permute::<_, Axes5<0, 2, 3, 1, 4>>()
-            .reshape_like(&(b, kv_heads, group * s, hd));
-        let kt = k.permute::<_, Axes4<0, 2, 3, 1>>();
-        let scores = q.matmul(kt) * scalar::<E>(1.0 / (hd as f64).sqrt());
-        let shape5 = (b, kv_heads, group, s, total);
-        let mask = ctx.mask.clone().broadcast_like::<_, Axes2<1, 2>>(&shape5);
-        let probs = (scores.reshape_like(&shape5) + mask)
-            .softmax::<Axis<4>>()
-            .reshape_like(&(b, kv_heads, group * s, total));
-        let out = probs
-            .matmul(v.permute::<_, Axes4<0, 2, 1, 3>>())
-            .reshape_like(&(b, kv_heads, group, s, hd))
-            .permute::<_, Axes5<0, 3, 1, 2, 4>>()
-            .reshape_like(&(b * s, heads * hd));
-        (proj(out, &layer.o_proj), kv_out)
+        let (x, kv) = D::attention_block(x, layer, ctx, past, keep_kv, shape, self.kernels);
+        (D::mlp_block(x, layer, cfg.rms_norm_eps, self.kernels), kv)
     }
-}
-
-/// Per-forward constants shared by all layers.
-struct Context<E: Dtype, D: Device<E>> {
-    rows: usize,
-    len: usize,
-    /// `[len, head_dim]` cosines.
-    cos: T2<E, D, NoneTape>,
-    /// `[len, head_dim]` sines, negated on the first half of the head dimension.
-    sin: T2<E, D, NoneTape>,
-    /// `[rows, len, past + len]` additive mask: 0 where attention is allowed.
-    mask: T3<E, D>,
 }
 
 fn scalar<E: Dtype>(x: f64) -> E {
     E::from_f64(x).expect("model constants are finite")
 }
 
-/// `x Wᵀ (+ b)` on `[n, in]`.
-fn linear<E: Dtype, D: Device<E>, T: Tape<E, D>>(
-    x: T2<E, D, T>,
-    weight: &Matrix<E, D>,
-    bias: Option<&Vector<E, D>>,
-) -> T2<E, D, T> {
-    let y = x.matmul(weight.clone().permute::<_, Axes2<1, 0>>());
-    match bias {
-        Some(b) => {
-            let shape = *y.shape();
-            y + b.clone().broadcast_like::<_, Axis<0>>(&shape)
-        }
-        None => y,
-    }
-}
-
-fn proj<E: Dtype, D: Device<E>, T: Tape<E, D>>(x: T2<E, D, T>, lin: &Linear<E, D>) -> T2<E, D, T> {
-    linear(x, &lin.weight, lin.bias.as_ref())
-}
-
-/// RMSNorm as Hugging Face computes it: `w · x / sqrt(mean(x²) + eps)` over the last axis.
-pub fn rms_norm<E: Dtype, D: Device<E>, T: Tape<E, D>>(
-    x: T2<E, D, T>,
-    weight: &Vector<E, D>,
-    eps: f64,
-) -> T2<E, D, T> {
-    let shape = *x.shape();
-    let inv = (x.retaped::<T>().square().mean::<(usize,), Axis<1>>() + scalar::<E>(eps))
-        .sqrt()
-        .recip();
-    x * inv.broadcast_like::<_, Axis<1>>(&shape)
-        * weight.clone().broadcast_like::<_, Axis<0>>(&shape)
-}
-
-/// Rotary embedding of `[rows, len, heads, head_dim]` without `slice`:
-/// `x·cos + roll(x, head_dim/2)·sin_signed` equals Hugging Face's `x·cos + rotate_half(x)·sin`.
-fn rope<E: Dtype, D: Device<E>, T: Tape<E, D>>(x: T4<E, D, T>, ctx: &Context<E, D>) -> T4<E, D, T> {
-    let shape = *x.shape();
-    let cos = ctx.cos.clone().broadcast_like::<_, Axes2<0, 2>>(&shape);
-    let sin = ctx.sin.clone().broadcast_like::<_, Axes2<0, 2>>(&shape);
-    let rolled = x.retaped::<T>().roll::<Axis<3>>(shape.3 / 2);
-    x * cos + rolled * sin
-}
-
 /// Op-level building blocks exposed for gradient tests.
 pub mod ops {
-    pub use super::rms_norm;
-
     use super::*;
 
     /// RoPE on `[rows, len, heads, head_dim]` for positions `offset..offset+len`, with the same
-    /// tables the model uses.
-    pub fn rope_at<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+    /// tables and kernels the model uses.
+    pub fn rope_at<E: Dtype, D: Kernels<E>, T: Tape<E, D>>(
         model: &CausalLm<E, D>,
         x: T4<E, D, T>,
         offset: usize,
     ) -> T4<E, D, T> {
         let (b, s) = (x.shape().0, x.shape().1);
         let ctx = model.context(b, s, offset, &vec![true; b * (offset + s)]);
-        rope(x, &ctx)
+        D::rope(x, &ctx, model.kernels)
+    }
+
+    /// RMSNorm of `[n, d]` with the model's kernels.
+    pub fn rms_norm<E: Dtype, D: Kernels<E>, T: Tape<E, D>>(
+        model: &CausalLm<E, D>,
+        x: T2<E, D, T>,
+        weight: &Tensor<(usize,), E, D>,
+        eps: f64,
+    ) -> T2<E, D, T> {
+        D::rms_norm(x, weight, eps, model.kernels)
     }
 }

@@ -8,11 +8,13 @@
 
 pub mod config;
 pub mod forward;
+pub mod kernels;
 pub mod params;
 pub mod safetensors_io;
 
 pub use config::{Family, ModelConfig};
 pub use forward::{CausalLm, KvCache, TokenBatch, TokenLogps};
+pub use kernels::{KernelMode, Kernels};
 pub use params::{AdamW, AdamWConfig, LayerParams, Linear, ModelParams, Param, StepStats};
 
 use std::path::Path;

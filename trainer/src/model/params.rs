@@ -7,10 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use dfdx::prelude::{Axis, Device, Dtype, Gradients, HasShape, ReshapeTo, Shape, SumTo, Tensor};
+use dfdx::prelude::{Device, Dtype, Gradients, HasShape, Shape, Tensor};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 
 use super::config::ModelConfig;
+use super::kernels::{AdamScalars, KernelMode, Kernels};
 
 /// A 1-D parameter (norm weights, biases).
 pub type Vector<E, D> = Tensor<(usize,), E, D>;
@@ -370,6 +371,9 @@ pub struct AdamW<E: Dtype, D: Device<E>> {
     pub step: u64,
     /// Moments by parameter name; created lazily at the first step.
     pub moments: BTreeMap<String, Moments<E, D>>,
+    /// Which implementation of the update runs (fused on the CPU unless a test asks for the
+    /// reference).
+    pub kernels: KernelMode,
 }
 
 impl<E: Dtype, D: Device<E>> AdamW<E, D> {
@@ -379,17 +383,20 @@ impl<E: Dtype, D: Device<E>> AdamW<E, D> {
             config,
             step: 0,
             moments: BTreeMap::new(),
+            kernels: KernelMode::Fused,
         }
     }
+}
 
+impl<E: Dtype, D: Kernels<E>> AdamW<E, D> {
     /// Global L2 norm of the gradients of `params` held in `grads` (missing gradients count as
     /// zero).
-    pub fn grad_norm(params: &ModelParams<E, D>, grads: &mut Gradients<E, D>) -> f64 {
+    pub fn grad_norm(&self, params: &ModelParams<E, D>, grads: &mut Gradients<E, D>) -> f64 {
         let mut total = 0.0;
         for (_, p) in params.named() {
             total += match p {
-                Param::Vector(v) => sum_sq(grad_of(grads, v)),
-                Param::Matrix(m) => sum_sq(grad_of(grads, m)),
+                Param::Vector(v) => D::grad_sq_sum(grads, v, self.kernels),
+                Param::Matrix(m) => D::grad_sq_sum(grads, m, self.kernels),
             };
         }
         total.sqrt()
@@ -403,18 +410,18 @@ impl<E: Dtype, D: Device<E>> AdamW<E, D> {
         params: &mut ModelParams<E, D>,
         grads: &mut Gradients<E, D>,
     ) -> StepStats {
-        let grad_norm = Self::grad_norm(params, grads);
+        let grad_norm = self.grad_norm(params, grads);
         let clip_scale = match self.config.max_grad_norm {
             // torch.nn.utils.clip_grad_norm_: coefficient max_norm / (norm + 1e-6), at most 1.
             Some(max) => (max / (grad_norm + 1e-6)).min(1.0),
             None => 1.0,
         };
         self.step += 1;
-        let h = StepScalars::new(&self.config, self.step, clip_scale);
+        let h = step_scalars(&self.config, self.step, clip_scale);
+        let mode = self.kernels;
         for (name, p) in params.named_mut() {
             match p {
                 Param::Vector(v) => {
-                    let g = grad_of(grads, v);
                     let entry = self.moments.entry(name).or_insert_with(|| {
                         Moments::Vector(
                             v.device().zeros_like(v.shape()),
@@ -424,10 +431,9 @@ impl<E: Dtype, D: Device<E>> AdamW<E, D> {
                     let Moments::Vector(m, s) = entry else {
                         unreachable!("moment kinds follow parameter kinds")
                     };
-                    adamw_update(v, g, m, s, &h);
+                    D::adamw_update(v, grads, m, s, &h, mode);
                 }
                 Param::Matrix(w) => {
-                    let g = grad_of(grads, w);
                     let entry = self.moments.entry(name).or_insert_with(|| {
                         Moments::Matrix(
                             w.device().zeros_like(w.shape()),
@@ -437,7 +443,7 @@ impl<E: Dtype, D: Device<E>> AdamW<E, D> {
                     let Moments::Matrix(m, s) = entry else {
                         unreachable!("moment kinds follow parameter kinds")
                     };
-                    adamw_update(w, g, m, s, &h);
+                    D::adamw_update(w, grads, m, s, &h, mode);
                 }
             }
         }
@@ -449,65 +455,16 @@ impl<E: Dtype, D: Device<E>> AdamW<E, D> {
 }
 
 /// The scalars of one step, computed once.
-struct StepScalars {
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    decay: f64,
-    bias1: f64,
-    bias2: f64,
-    clip: f64,
-}
-
-impl StepScalars {
-    fn new(config: &AdamWConfig, step: u64, clip: f64) -> Self {
-        let t = i32::try_from(step).unwrap_or(i32::MAX);
-        Self {
-            lr: config.lr,
-            beta1: config.beta1,
-            beta2: config.beta2,
-            eps: config.eps,
-            decay: 1.0 - config.lr * config.weight_decay,
-            bias1: 1.0 - config.beta1.powi(t),
-            bias2: 1.0 - config.beta2.powi(t),
-            clip,
-        }
+fn step_scalars(config: &AdamWConfig, step: u64, clip: f64) -> AdamScalars {
+    let t = i32::try_from(step).unwrap_or(i32::MAX);
+    AdamScalars {
+        lr: config.lr,
+        beta1: config.beta1,
+        beta2: config.beta2,
+        eps: config.eps,
+        decay: 1.0 - config.lr * config.weight_decay,
+        bias1: 1.0 - config.beta1.powi(t),
+        bias2: 1.0 - config.beta2.powi(t),
+        clip,
     }
-}
-
-fn scalar<E: Dtype>(x: f64) -> E {
-    E::from_f64(x).expect("optimiser scalars are finite")
-}
-
-/// PyTorch's AdamW update for one tensor (`torch.optim.AdamW`, `amsgrad = false`).
-fn adamw_update<S: Shape, E: Dtype, D: Device<E>>(
-    p: &mut Tensor<S, E, D>,
-    g: Tensor<S, E, D>,
-    m: &mut Tensor<S, E, D>,
-    v: &mut Tensor<S, E, D>,
-    h: &StepScalars,
-) {
-    let g = g * scalar::<E>(h.clip);
-    *m = m.clone() * scalar::<E>(h.beta1) + g.clone() * scalar::<E>(1.0 - h.beta1);
-    *v = v.clone() * scalar::<E>(h.beta2) + g.square() * scalar::<E>(1.0 - h.beta2);
-    let denom = (v.clone() / scalar::<E>(h.bias2)).sqrt() + scalar::<E>(h.eps);
-    let update = m.clone() / scalar::<E>(h.bias1) / denom;
-    *p = p.clone() * scalar::<E>(h.decay) - update * scalar::<E>(h.lr);
-}
-
-/// The gradient of `t`, or zeros when it has none.
-fn grad_of<S: Shape, E: Dtype, D: Device<E>>(
-    grads: &mut Gradients<E, D>,
-    t: &Tensor<S, E, D>,
-) -> Tensor<S, E, D> {
-    grads.try_alloc_for(t).expect("allocate a zero gradient");
-    grads.get(t)
-}
-
-fn sum_sq<S: Shape, E: Dtype, D: Device<E>>(g: Tensor<S, E, D>) -> f64 {
-    let n = g.shape().num_elements();
-    // A one-element vector: `as_vec` needs no extra trait bound on the device, unlike `array`.
-    let total = g.reshape_like(&(n,)).square().sum::<(), Axis<0>>().as_vec();
-    total[0].to_f64().unwrap_or(f64::NAN)
 }

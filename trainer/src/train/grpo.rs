@@ -42,7 +42,7 @@ use crate::grpo::config::MultiObjectiveAggregation;
 use crate::grpo::loss::ObjectiveParams;
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
 use crate::grpo::{GroupStats, GrpoConfig, rewards};
-use crate::model::{AdamW, AdamWConfig, CausalLm};
+use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
 use crate::tokenizer::Tokenizer;
 
 /// Seed streams: each kind of random choice has its own generator.
@@ -76,7 +76,7 @@ struct BufferedMicroBatch {
 }
 
 /// A GRPO run in progress: the policy, the optimiser, the frozen reference and the counters.
-pub struct GrpoTrainer<'a, D: Device<f32>> {
+pub struct GrpoTrainer<'a, D: Kernels<f32>> {
     config: GrpoConfig,
     inputs: GrpoInputs<'a>,
     prompts: Vec<Vec<u32>>,
@@ -92,7 +92,7 @@ pub struct GrpoTrainer<'a, D: Device<f32>> {
     buffer: Vec<BufferedMicroBatch>,
 }
 
-impl<'a, D: Device<f32>> GrpoTrainer<'a, D> {
+impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// Prepares a run of `policy` (with a fresh optimiser, or the `resume` optimiser and state
     /// of a checkpoint). The frozen reference is a copy of `initial`, the weights the run
     /// started from, and is kept only when β > 0.
@@ -492,7 +492,7 @@ fn record_loss_metrics(
 
 /// The padding id: the config's `pad_token_id`, else its first EOS id, else 0. Padding is
 /// always masked, so the choice only has to be a valid id.
-pub fn pad_token<D: Device<f32>>(model: &CausalLm<f32, D>) -> u32 {
+pub fn pad_token<D: Kernels<f32>>(model: &CausalLm<f32, D>) -> u32 {
     model
         .config
         .raw

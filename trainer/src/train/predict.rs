@@ -1,7 +1,7 @@
 //! SWE-bench predictions from a model: one completion per task (prompted as in training),
 //! turned into a unified diff ([`super::patch::completion_patch`]).
 
-use dfdx::prelude::Device;
+use crate::model::Kernels;
 
 use super::data::{PromptStyle, TaskRow};
 use super::patch::{Prediction, completion_patch};
@@ -23,7 +23,7 @@ pub struct Predicted {
 
 /// Generates one completion per task, `batch` tasks at a time, and converts each to a
 /// prediction named `model_name`. `sampling.seed` is offset per batch.
-pub fn predict<D: Device<f32>>(
+pub fn predict<D: Kernels<f32>>(
     model: &CausalLm<f32, D>,
     tokenizer: &Tokenizer,
     tasks: &[TaskRow],

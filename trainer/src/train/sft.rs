@@ -22,7 +22,7 @@ use super::state::RunState;
 use super::{MetricsAccumulator, RunOutput, derive_seed};
 use crate::error::{Error, Result};
 use crate::grpo::config::LrSchedulerType;
-use crate::model::{AdamW, AdamWConfig, CausalLm};
+use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
 use crate::tokenizer::Tokenizer;
 
 const STREAM_ORDER: u64 = 11;
@@ -137,7 +137,7 @@ impl SftConfig {
 type Tokenised = (Vec<u32>, Vec<u32>);
 
 /// An SFT run in progress.
-pub struct SftTrainer<D: Device<f32>> {
+pub struct SftTrainer<D: Kernels<f32>> {
     config: SftConfig,
     examples: Vec<Tokenised>,
     /// The model being trained.
@@ -150,7 +150,7 @@ pub struct SftTrainer<D: Device<f32>> {
     pad: u32,
 }
 
-impl<D: Device<f32>> SftTrainer<D> {
+impl<D: Kernels<f32>> SftTrainer<D> {
     /// Prepares a run; `resume` continues from a checkpoint's optimiser and state.
     pub fn new(
         config: SftConfig,

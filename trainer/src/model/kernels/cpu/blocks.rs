@@ -1,0 +1,266 @@
+//! The two halves of a decoder layer, each as one dfdx operation on the residual stream:
+//!
+//! - [`attention_block`]: `x + o_proj(attention(rope(q_proj(h)), rope(k_proj(h)), v_proj(h)))`
+//!   with `h = rms_norm(x)`;
+//! - [`mlp_block`]: `x + down_proj(silu(gate_proj(h)) · up_proj(h))` with `h = rms_norm(x)`.
+//!
+//! The intermediates live in the backward closure as plain buffers; only the residual stream
+//! crosses into dfdx, so each half copies one `[n, hidden]` tensor in and hands one out.
+
+use dfdx::prelude::*;
+
+use super::math::{self, AttnShape};
+use super::{CpuFloat, Res, host, take_grad};
+use crate::model::kernels::{AttentionContext, BlockShape, KvPair};
+use crate::model::params::{LayerParams, Linear};
+
+type T2<F, T = NoneTape> = Tensor<(usize, usize), F, Cpu, T>;
+
+/// Takes `t`'s gradient buffer out of the store (allocating zeros first), to be put back with
+/// [`put`] once written; this lets several gradient buffers be borrowed mutably at once.
+fn take<S: Shape, F: CpuFloat>(
+    grads: &mut Gradients<F, Cpu>,
+    t: &Tensor<S, F, Cpu>,
+) -> Result<Vec<F>, CpuError> {
+    Ok(std::mem::take(&mut **grads.get_or_alloc_mut(t)?))
+}
+
+fn put<S: Shape, F: CpuFloat>(
+    grads: &mut Gradients<F, Cpu>,
+    t: &Tensor<S, F, Cpu>,
+    v: Vec<F>,
+) -> Res {
+    **grads.get_or_alloc_mut(t)? = v;
+    Ok(())
+}
+
+/// A linear layer's weight and bias as host buffers.
+fn host_linear<F: CpuFloat>(l: &Linear<F, Cpu>) -> (Vec<F>, Option<Vec<F>>)
+where
+    Cpu: Device<F>,
+{
+    (host(&l.weight), l.bias.as_ref().map(host))
+}
+
+/// Backward of one linear layer of the block: `dx += dy W`, and the weight (and bias)
+/// gradients in the store.
+fn linear_grads<F: CpuFloat>(
+    grads: &mut Gradients<F, Cpu>,
+    l: &Linear<F, Cpu>,
+    dy: &[F],
+    x: &[F],
+    dims: (usize, usize, usize),
+    dx: &mut [F],
+) -> Res
+where
+    Cpu: Device<F>,
+{
+    let w = host(&l.weight);
+    let mut dw = take(grads, &l.weight)?;
+    let mut db = match &l.bias {
+        Some(b) => Some(take(grads, b)?),
+        None => None,
+    };
+    math::linear_bwd(dy, x, &w, dims, dx, &mut dw, db.as_deref_mut());
+    put(grads, &l.weight, dw)?;
+    if let (Some(b), Some(db)) = (&l.bias, db) {
+        put(grads, b, db)?;
+    }
+    Ok(())
+}
+
+/// Appends the new rows of each sequence to its cached ones: `[b, past, row] ++ [b, s, row]`.
+fn concat_rows<F: CpuFloat>(past: &[F], new: &[F], b: usize, row: usize) -> Vec<F> {
+    let (p, s) = (past.len() / (b * row), new.len() / (b * row));
+    let mut out = Vec::with_capacity(past.len() + new.len());
+    for bi in 0..b {
+        out.extend_from_slice(&past[bi * p * row..(bi + 1) * p * row]);
+        out.extend_from_slice(&new[bi * s * row..(bi + 1) * s * row]);
+    }
+    out
+}
+
+/// The attention half of a decoder layer on `x: [rows·len, hidden]` (see the module
+/// documentation), over `past` cached keys and values if any. Returns the new residual stream
+/// and, with `keep_kv`, this layer's full keys and values for the cache. A cache is for
+/// generation: with a tape, `past` must be `None`.
+pub fn attention_block<F: CpuFloat, T: Tape<F, Cpu>>(
+    x: T2<F, T>,
+    layer: &LayerParams<F, Cpu>,
+    ctx: &AttentionContext<F, Cpu>,
+    past: Option<&KvPair<F, Cpu>>,
+    keep_kv: bool,
+    shape: BlockShape,
+) -> (T2<F, T>, Option<KvPair<F, Cpu>>)
+where
+    Cpu: Device<F>,
+{
+    assert!(
+        past.is_none() || !T::OWNS_TAPE,
+        "attention_block: a KV cache is for generation only"
+    );
+    let (n, d) = *x.shape();
+    let (b, s, p) = (ctx.mask.rows, ctx.mask.len, ctx.mask.past);
+    let BlockShape {
+        heads,
+        kv_heads,
+        head_dim: hd,
+        eps,
+    } = shape;
+    assert_eq!(n, b * s, "attention_block: rows");
+    let (qw, kw) = (heads * hd, kv_heads * hd);
+    let sh = AttnShape {
+        b,
+        s,
+        total: p + s,
+        heads,
+        kv_heads,
+        hd,
+    };
+    let dev = x.device().clone();
+    let (x, mut tape) = x.split_tape();
+    let (cos, sin) = (host(&ctx.cos), host(&ctx.sin));
+    let xs = host(&x);
+    let ln = host(&layer.input_layernorm);
+    let (h, inv) = math::rms_fwd(&xs, &ln, eps);
+    let project = |l: &Linear<F, Cpu>, width: usize| {
+        let (w, bias) = host_linear(l);
+        math::linear_fwd(&h, &w, bias.as_deref(), None, (n, d, width))
+    };
+    let mut q = project(&layer.q_proj, qw);
+    let mut k = project(&layer.k_proj, kw);
+    let v = project(&layer.v_proj, kw);
+    math::rope_fwd(&mut q, qw, hd, &cos, &sin);
+    math::rope_fwd(&mut k, kw, hd, &cos, &sin);
+    let (k, v) = match past {
+        Some((pk, pv)) => (
+            concat_rows(&host(pk), &k, b, kw),
+            concat_rows(&host(pv), &v, b, kw),
+        ),
+        None => (k, v),
+    };
+    let (a, probs) = math::attn_fwd(&q, &k, &v, sh, &ctx.mask, T::OWNS_TAPE);
+    let (wo, bo) = host_linear(&layer.o_proj);
+    let y = math::linear_fwd(&a, &wo, bo.as_deref(), Some(xs), (n, qw, d));
+    let out = dev.tensor_from_vec(y, (n, d));
+    let kv_shape = (b, p + s, kv_heads, hd);
+    // Without a tape nothing else needs k and v, so the cache takes them as they are.
+    let (kv, saved) = if T::OWNS_TAPE {
+        let kv = keep_kv.then(|| {
+            (
+                dev.tensor_from_vec(k.clone(), kv_shape),
+                dev.tensor_from_vec(v.clone(), kv_shape),
+            )
+        });
+        (kv, Some((k, v)))
+    } else {
+        let kv = keep_kv.then(|| {
+            (
+                dev.tensor_from_vec(k, kv_shape),
+                dev.tensor_from_vec(v, kv_shape),
+            )
+        });
+        (kv, None)
+    };
+    if let (Some(probs), Some((k, v))) = (probs, saved) {
+        let out_key = out.clone();
+        let layer = layer.clone();
+        let mask = ctx.mask.clone();
+        tape.add_backward_op(move |grads| -> Res {
+            let dy = take_grad(grads, &out_key)?;
+            let mut da = vec![F::zero(); n * qw];
+            linear_grads(grads, &layer.o_proj, &dy, &a, (n, qw, d), &mut da)?;
+            drop(a);
+            let (mut dq, mut dk, mut dv) = (
+                vec![F::zero(); q.len()],
+                vec![F::zero(); k.len()],
+                vec![F::zero(); v.len()],
+            );
+            math::attn_bwd(
+                &da,
+                &q,
+                &k,
+                &v,
+                &probs,
+                sh,
+                &mask,
+                (&mut dq, &mut dk, &mut dv),
+            );
+            drop((probs, da));
+            let mut dq_pre = vec![F::zero(); dq.len()];
+            math::rope_bwd(&dq, qw, hd, &cos, &sin, &mut dq_pre);
+            let mut dk_pre = vec![F::zero(); dk.len()];
+            math::rope_bwd(&dk, kw, hd, &cos, &sin, &mut dk_pre);
+            let mut dh = vec![F::zero(); n * d];
+            linear_grads(grads, &layer.q_proj, &dq_pre, &h, (n, d, qw), &mut dh)?;
+            linear_grads(grads, &layer.k_proj, &dk_pre, &h, (n, d, kw), &mut dh)?;
+            linear_grads(grads, &layer.v_proj, &dv, &h, (n, d, kw), &mut dh)?;
+            let xs = host(&x);
+            let ln = host(&layer.input_layernorm);
+            let mut dln = take(grads, &layer.input_layernorm)?;
+            let mut dx = take(grads, &x)?;
+            math::add_into(&mut dx, &dy);
+            math::rms_bwd(&dh, &xs, &ln, &inv, &mut dx, &mut dln);
+            put(grads, &x, dx)?;
+            put(grads, &layer.input_layernorm, dln)
+        });
+    }
+    (out.put_tape(tape), kv)
+}
+
+/// The MLP half of a decoder layer on `x: [n, hidden]` (see the module documentation).
+pub fn mlp_block<F: CpuFloat, T: Tape<F, Cpu>>(
+    x: T2<F, T>,
+    layer: &LayerParams<F, Cpu>,
+    eps: f64,
+) -> T2<F, T>
+where
+    Cpu: Device<F>,
+{
+    let (n, d) = *x.shape();
+    let f = layer.gate_proj.shape().0;
+    let dev = x.device().clone();
+    let (x, mut tape) = x.split_tape();
+    let xs = host(&x);
+    let ln = host(&layer.post_attention_layernorm);
+    let (h, inv) = math::rms_fwd(&xs, &ln, eps);
+    let g = math::linear_fwd(&h, &host(&layer.gate_proj), None, None, (n, d, f));
+    let u = math::linear_fwd(&h, &host(&layer.up_proj), None, None, (n, d, f));
+    let act = math::swiglu_fwd(&g, &u);
+    let y = math::linear_fwd(&act, &host(&layer.down_proj), None, Some(xs), (n, f, d));
+    let out = dev.tensor_from_vec(y, (n, d));
+    if T::OWNS_TAPE {
+        let out_key = out.clone();
+        let (ln_key, gate, up, down) = (
+            layer.post_attention_layernorm.clone(),
+            layer.gate_proj.clone(),
+            layer.up_proj.clone(),
+            layer.down_proj.clone(),
+        );
+        tape.add_backward_op(move |grads| -> Res {
+            let dy = take_grad(grads, &out_key)?;
+            let unbiased = |w: &T2<F>| Linear {
+                weight: w.clone(),
+                bias: None,
+            };
+            let mut dact = vec![F::zero(); n * f];
+            linear_grads(grads, &unbiased(&down), &dy, &act, (n, f, d), &mut dact)?;
+            drop(act);
+            let (mut dg, mut du) = (vec![F::zero(); n * f], vec![F::zero(); n * f]);
+            math::swiglu_bwd(&dact, &g, &u, &mut dg, &mut du);
+            drop((dact, g, u));
+            let mut dh = vec![F::zero(); n * d];
+            linear_grads(grads, &unbiased(&gate), &dg, &h, (n, d, f), &mut dh)?;
+            linear_grads(grads, &unbiased(&up), &du, &h, (n, d, f), &mut dh)?;
+            let xs = host(&x);
+            let ln = host(&ln_key);
+            let mut dln = take(grads, &ln_key)?;
+            let mut dx = take(grads, &x)?;
+            math::add_into(&mut dx, &dy);
+            math::rms_bwd(&dh, &xs, &ln, &inv, &mut dx, &mut dln);
+            put(grads, &x, dx)?;
+            put(grads, &ln_key, dln)
+        });
+    }
+    out.put_tape(tape)
+}

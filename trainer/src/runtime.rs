@@ -1,0 +1,36 @@
+//! Process-wide settings that the CPU kernels need to run at full speed, applied once at the
+//! start of a program that trains or generates (the `trainer` binary, the benchmark).
+//!
+//! - **The allocator keeps its memory.** A training step allocates and frees buffers of
+//!   megabytes to hundreds of megabytes, hundreds of times. glibc's defaults return such
+//!   buffers to the kernel (`mmap` above 32 MiB, heap trimming, one arena per thread), so
+//!   every step faults the same pages in again and the kernel zeroes them: a quarter of a
+//!   step's time in the profile. One arena, no `mmap` below 1 GiB and no trimming keep them.
+//! - **The calling thread works.** The global rayon pool is built with the calling thread as
+//!   one of its workers, as OpenMP does, so that a parallel kernel called from it runs in
+//!   place instead of being handed to another thread and waited for (a wake-up per kernel).
+//!   `RAYON_NUM_THREADS` still sets the total.
+
+use crate::error::{Error, Result};
+
+/// Applies the settings above. Call it before any other thread or parallel work starts; a
+/// second call fails, since the rayon pool exists by then.
+pub fn init() -> Result<()> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only changes allocator parameters; no other thread is allocating
+        // yet (the caller's contract), and a rejected value leaves the default in place.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 1);
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 30);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+        }
+    }
+    rayon::ThreadPoolBuilder::new()
+        .use_current_thread()
+        .build_global()
+        .map_err(|e| Error::Generation {
+            reason: format!("cannot set up the CPU thread pool: {e}"),
+        })
+}
