@@ -16,7 +16,9 @@
 //! memory (`VmHWM`) belongs to that case alone. With `--python` the same cases also run through
 //! `benches/pytorch/train_step.py` (transformers' `Qwen2ForCausalLM`, `torch.optim.AdamW`). All
 //! runs use `--threads` threads (`RAYON_NUM_THREADS` for dfdx's matmul, `torch.set_num_threads`
-//! for PyTorch). Results: one JSON object per run on stderr, a Markdown table on stdout.
+//! for PyTorch). `--rounds N` alternates the two implementations N times per case and reports
+//! medians, so that a noisy machine slows both alike. Results: one JSON object per run on
+//! stderr, a Markdown table on stdout.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +43,10 @@ struct Args {
     /// Threads for both implementations
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Rounds per case: each round runs swerve then PyTorch, so that a busy or noisy machine
+    /// slows both alike; the table reports medians over rounds (and the step's range)
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// A Python with torch and transformers, to run the PyTorch comparison
     #[arg(long)]
     python: Option<PathBuf>,
@@ -107,67 +113,100 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let exe = std::env::current_exe().context("cannot find the benchmark binary")?;
-    let mut rows = Vec::new();
+    // (case, implementation) → one result per round, in order of first appearance.
+    let mut rows: Vec<(&str, String, Vec<Value>)> = Vec::new();
+    let mut record = |case: &'static str, r: Value| {
+        let name = r["impl"].as_str().unwrap_or("?").to_string();
+        match rows.iter_mut().find(|(c, n, _)| *c == case && *n == name) {
+            Some((_, _, v)) => v.push(r),
+            None => rows.push((case, name, vec![r])),
+        }
+    };
     for case in CASES
         .iter()
         .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
     {
-        let mut rust = Command::new(&exe);
-        rust.args(["--case", case.name, "--steps", &args.steps.to_string()])
-            .env("RAYON_NUM_THREADS", args.threads.to_string());
-        rows.push((case.name, run_child(rust)?));
-        if let Some(python) = &args.python {
-            let script = crate_dir.join("../benches/pytorch/train_step.py");
-            let mut torch = Command::new(python);
-            torch
-                .arg(script)
-                .arg("--config")
-                .arg(crate_dir.join(case.config))
-                .args([
-                    "--batch",
-                    &case.batch.to_string(),
-                    "--seq",
-                    &case.seq.to_string(),
-                    "--completion",
-                    &case.completion.to_string(),
-                    "--steps",
-                    &args.steps.to_string(),
-                    "--gen-prompt",
-                    &case.gen_prompt.to_string(),
-                    "--gen-tokens",
-                    &case.gen_tokens.to_string(),
-                    "--threads",
-                    &args.threads.to_string(),
-                    "--attn",
-                    &args.torch_attn,
-                ])
-                .env("OMP_NUM_THREADS", args.threads.to_string());
-            rows.push((case.name, run_child(torch)?));
+        for _ in 0..args.rounds.max(1) {
+            let mut rust = Command::new(&exe);
+            rust.args(["--case", case.name, "--steps", &args.steps.to_string()])
+                .env("RAYON_NUM_THREADS", args.threads.to_string());
+            record(case.name, run_child(rust)?);
+            if let Some(python) = &args.python {
+                record(
+                    case.name,
+                    run_child(torch_command(python, case, &args, crate_dir))?,
+                );
+            }
         }
     }
     println!(
-        "| case | implementation | params | B×S (C) | step s | train tok/s | gen tok/s (B×G) | peak RSS MiB |"
+        "| case | implementation | params | B×S (C) | step s (range) | train tok/s | gen tok/s (B×G) | peak RSS MiB |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for (name, r) in &rows {
-        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    for (name, implementation, runs) in &rows {
+        let med = |k: &str| {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .map(|r| r[k].as_f64().unwrap_or(f64::NAN))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let steps: Vec<f64> = runs
+            .iter()
+            .map(|r| r["step_s"].as_f64().unwrap_or(f64::NAN))
+            .collect();
+        let (lo, hi) = steps.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), s| {
+            (lo.min(*s), hi.max(*s))
+        });
         let case = find_case(name)?;
         println!(
-            "| {name} | {} | {:.1}M | {}×{} ({}) | {:.3} | {:.0} | {:.1} ({}×{}) | {:.0} |",
-            r["impl"].as_str().unwrap_or("?"),
-            f("params") / 1e6,
+            "| {name} | {implementation} | {:.1}M | {}×{} ({}) | {:.3} ({:.3}–{:.3}) | {:.0} | {:.1} ({}×{}) | {:.0} |",
+            med("params") / 1e6,
             case.batch,
             case.seq,
             case.completion,
-            f("step_s"),
-            f("train_tok_s"),
-            f("gen_tok_s"),
+            med("step_s"),
+            lo,
+            hi,
+            (case.batch * case.seq) as f64 / med("step_s"),
+            med("gen_tok_s"),
             case.batch,
             case.gen_tokens,
-            f("peak_rss_mib"),
+            med("peak_rss_mib"),
         );
     }
     Ok(())
+}
+
+/// The PyTorch side of `case`.
+fn torch_command(python: &Path, case: &Case, args: &Args, crate_dir: &Path) -> Command {
+    let script = crate_dir.join("../benches/pytorch/train_step.py");
+    let mut torch = Command::new(python);
+    torch
+        .arg(script)
+        .arg("--config")
+        .arg(crate_dir.join(case.config))
+        .args([
+            "--batch",
+            &case.batch.to_string(),
+            "--seq",
+            &case.seq.to_string(),
+            "--completion",
+            &case.completion.to_string(),
+            "--steps",
+            &args.steps.to_string(),
+            "--gen-prompt",
+            &case.gen_prompt.to_string(),
+            "--gen-tokens",
+            &case.gen_tokens.to_string(),
+            "--threads",
+            &args.threads.to_string(),
+            "--attn",
+            &args.torch_attn,
+        ])
+        .env("OMP_NUM_THREADS", args.threads.to_string());
+    torch
 }
 
 fn find_case(name: &str) -> anyhow::Result<Case> {
@@ -260,7 +299,7 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
     let generated: usize = out.completions.iter().map(Vec::len).sum();
 
     Ok(json!({
-        "impl": "swerve (dfdx 0.13)",
+        "impl": "swerve (dfdx 0.13, fused CPU kernels)",
         "config": config_path,
         "params": num_params,
         "batch": b,

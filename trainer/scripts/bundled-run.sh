@@ -11,9 +11,6 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-$root/target/swerve-mini-tiny}"
 cd "$root"
-# dfdx allocates and frees a fresh buffer for every tensor op; with glibc's defaults each large
-# one is an mmap, so every step page-faults its working set in again (a third of an SFT step's
-# time in the kernel). Keeping freed memory in the heap removes that.
-export GLIBC_TUNABLES="${GLIBC_TUNABLES:-glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=17179869184}"
+# The trainer sets up the allocator and the thread pool itself (swerve_trainer::runtime).
 cargo run --release -p swerve-trainer --bin trainer -- demo \
     --config trainer/configs/swerve-mini-tiny.toml --root "$root" --output "$out"

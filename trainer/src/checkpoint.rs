@@ -68,6 +68,19 @@ pub fn save<E: Dtype, D: Device<E>>(
             let (m, v) = match moments {
                 Moments::Vector(m, v) => (host(m), host(v)),
                 Moments::Matrix(m, v) => (host(m), host(v)),
+                Moments::Host { shape, m, v } => {
+                    let f32s = |x: &[E]| x.iter().map(|x| x.to_f32().unwrap_or(f32::NAN)).collect();
+                    (
+                        HostTensor {
+                            shape: shape.clone(),
+                            data: f32s(m),
+                        },
+                        HostTensor {
+                            shape: shape.clone(),
+                            data: f32s(v),
+                        },
+                    )
+                }
             };
             tensors.insert(format!("{name}.exp_avg"), m);
             tensors.insert(format!("{name}.exp_avg_sq"), v);

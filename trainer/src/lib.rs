@@ -7,7 +7,9 @@
 //! The policy model lives in [`model`]: a Llama/Qwen2-family causal LM on dfdx with weights
 //! shaped at run time from a Hugging Face `config.json`, loaded from safetensors, with
 //! [`tokenizer`], batched KV-cache sampling in [`generate`] and resumable Hugging Face-layout
-//! [`checkpoint`]s. It is not an inference server (one process, one device, no paged cache)
+//! [`checkpoint`]s. On the CPU its layers run as fused kernels recorded on dfdx's tape
+//! ([`model::kernels`]); [`runtime::init`] sets up the allocator and thread pool they need. It
+//! is not an inference server (one process, one device, no paged cache)
 //! and not a general model zoo: other architectures, RoPE scaling and quantised weights are
 //! rejected with an [`error::Error`] naming the config field.
 

@@ -15,7 +15,12 @@
 use dfdx::prelude::*;
 
 use super::config::ModelConfig;
-use super::kernels::{AttentionContext, AttentionMask, BlockShape, KernelMode, Kernels, KvPair};
+use std::sync::Arc;
+
+use super::kernels::{
+    AttentionContext, AttentionMask, BlockShape, HostLayer, HostWeights, KernelMode, Kernels,
+    KvPair,
+};
 use super::params::{LayerParams, ModelParams};
 use crate::error::{Error, Result};
 
@@ -120,6 +125,9 @@ pub struct KvCache<E: Dtype, D: Device<E>> {
     key_mask: Vec<bool>,
     rows: usize,
     len: usize,
+    /// The weights as the device's kernels read them, copied once for the whole generation
+    /// (fused CPU kernels only).
+    weights: Option<Arc<HostWeights<E>>>,
 }
 
 impl<E: Dtype, D: Device<E>> KvCache<E, D> {
@@ -130,6 +138,7 @@ impl<E: Dtype, D: Device<E>> KvCache<E, D> {
             key_mask: Vec::new(),
             rows,
             len: 0,
+            weights: None,
         }
     }
 
@@ -265,11 +274,16 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             key_mask.extend_from_slice(&batch.mask[row * s..(row + 1) * s]);
         }
         let ctx = self.context(b, s, past, &key_mask);
+        if cache.weights.is_none() {
+            cache.weights = D::host_weights(&self.params, self.kernels).map(Arc::new);
+        }
+        let weights = cache.weights.clone();
         let mut x = self.embed(self.params.embed_tokens.clone(), batch);
         let mut new_layers = Vec::with_capacity(self.config.num_layers);
         for (i, layer) in self.params.layers.iter().enumerate() {
             let past_kv = cache.layers.get(i);
-            let (y, kv) = self.layer(x, layer, &ctx, past_kv, true);
+            let host = weights.as_ref().map(|w| &w.layers[i]);
+            let (y, kv) = self.layer(x, layer, host, &ctx, past_kv, true);
             x = y;
             new_layers.push(kv.expect("keep_kv returns the keys and values"));
         }
@@ -281,7 +295,9 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             .reshape_like(&(b, s, d));
         let last = self.device().tensor_from_vec(vec![s - 1; b], (b,));
         let last_hidden: T2<E, D, NoneTape> = hidden.select(last);
-        Ok(self.lm_head(last_hidden))
+        let head = self.head_weight();
+        let host = weights.as_ref().map(|w| &w.lm_head[..]);
+        Ok(D::lm_head(last_hidden, head, host, self.kernels))
     }
 
     /// Embeds the batch and runs all layers and the final norm: `[rows·cols, hidden]`.
@@ -289,7 +305,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
         let ctx = self.context(batch.rows, batch.cols, 0, &batch.mask);
         let mut x = self.embed(embed, batch);
         for layer in &self.params.layers {
-            x = self.layer(x, layer, &ctx, None, false).0;
+            x = self.layer(x, layer, None, &ctx, None, false).0;
         }
         D::rms_norm(x, &self.params.norm, self.config.rms_norm_eps, self.kernels)
     }
@@ -305,12 +321,15 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     }
 
     fn lm_head<T: Tape<E, D>>(&self, hidden: T2<E, D, T>) -> T2<E, D, T> {
-        let head = self
-            .params
+        D::lm_head(hidden, self.head_weight(), None, self.kernels)
+    }
+
+    /// The LM head's weight: its own, or the embedding matrix when tied.
+    fn head_weight(&self) -> &Tensor<(usize, usize), E, D> {
+        self.params
             .lm_head
             .as_ref()
-            .unwrap_or(&self.params.embed_tokens);
-        D::linear(hidden, head, None, None, self.kernels)
+            .unwrap_or(&self.params.embed_tokens)
     }
 
     /// RoPE tables and the attention mask for `s` new tokens after `past` cached ones.
@@ -356,6 +375,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
         &self,
         x: T2<E, D, T>,
         layer: &LayerParams<E, D>,
+        host: Option<&HostLayer<E>>,
         ctx: &AttentionContext<E, D>,
         past: Option<&KvPair<E, D>>,
         keep_kv: bool,
@@ -367,8 +387,9 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             head_dim: cfg.head_dim,
             eps: cfg.rms_norm_eps,
         };
-        let (x, kv) = D::attention_block(x, layer, ctx, past, keep_kv, shape, self.kernels);
-        (D::mlp_block(x, layer, cfg.rms_norm_eps, self.kernels), kv)
+        let mode = self.kernels;
+        let (x, kv) = D::attention_block(x, layer, host, ctx, past, keep_kv, shape, mode);
+        (D::mlp_block(x, layer, host, cfg.rms_norm_eps, mode), kv)
     }
 }
 

@@ -351,6 +351,30 @@ pub enum Moments<E: Dtype, D: Device<E>> {
     Vector(Vector<E, D>, Vector<E, D>),
     /// Moments of a 2-D parameter.
     Matrix(Matrix<E, D>, Matrix<E, D>),
+    /// Moments in host memory (row-major, the parameter's `shape`), which the fused CPU
+    /// update rewrites in place instead of copying two tensors out and back every step.
+    Host {
+        /// The parameter's shape.
+        shape: Vec<usize>,
+        /// First moment.
+        m: Vec<E>,
+        /// Second moment.
+        v: Vec<E>,
+    },
+}
+
+impl<E: Dtype, D: Device<E>> Moments<E, D> {
+    /// Both moments as host vectors with their shape.
+    pub fn to_host(&self) -> (Vec<usize>, Vec<E>, Vec<E>) {
+        match self {
+            Self::Vector(m, v) => (vec![m.shape().0], m.as_vec(), v.as_vec()),
+            Self::Matrix(m, v) => {
+                let (r, c) = *m.shape();
+                (vec![r, c], m.as_vec(), v.as_vec())
+            }
+            Self::Host { shape, m, v } => (shape.clone(), m.clone(), v.clone()),
+        }
+    }
 }
 
 /// What one optimiser step did.
@@ -419,31 +443,33 @@ impl<E: Dtype, D: Kernels<E>> AdamW<E, D> {
         self.step += 1;
         let h = step_scalars(&self.config, self.step, clip_scale);
         let mode = self.kernels;
+        let host = D::host_moments(mode);
         for (name, p) in params.named_mut() {
+            let entry = self.moments.entry(name);
             match p {
-                Param::Vector(v) => {
-                    let entry = self.moments.entry(name).or_insert_with(|| {
-                        Moments::Vector(
-                            v.device().zeros_like(v.shape()),
-                            v.device().zeros_like(v.shape()),
-                        )
-                    });
-                    let Moments::Vector(m, s) = entry else {
-                        unreachable!("moment kinds follow parameter kinds")
-                    };
-                    D::adamw_update(v, grads, m, s, &h, mode);
+                Param::Vector(t) => {
+                    let moments =
+                        entry.or_insert_with(|| fresh_moments(t, vec![t.shape().0], host));
+                    place(moments, &t.device().clone(), host);
+                    match moments {
+                        Moments::Host { m, v, .. } => {
+                            D::adamw_update_host(t, grads, m, v, &h, mode)
+                        }
+                        Moments::Vector(m, v) => D::adamw_update(t, grads, m, v, &h, mode),
+                        Moments::Matrix(..) => unreachable!("moment kinds follow parameter kinds"),
+                    }
                 }
-                Param::Matrix(w) => {
-                    let entry = self.moments.entry(name).or_insert_with(|| {
-                        Moments::Matrix(
-                            w.device().zeros_like(w.shape()),
-                            w.device().zeros_like(w.shape()),
-                        )
-                    });
-                    let Moments::Matrix(m, s) = entry else {
-                        unreachable!("moment kinds follow parameter kinds")
-                    };
-                    D::adamw_update(w, grads, m, s, &h, mode);
+                Param::Matrix(t) => {
+                    let (r, c) = *t.shape();
+                    let moments = entry.or_insert_with(|| fresh_moments(t, vec![r, c], host));
+                    place(moments, &t.device().clone(), host);
+                    match moments {
+                        Moments::Host { m, v, .. } => {
+                            D::adamw_update_host(t, grads, m, v, &h, mode)
+                        }
+                        Moments::Matrix(m, v) => D::adamw_update(t, grads, m, v, &h, mode),
+                        Moments::Vector(..) => unreachable!("moment kinds follow parameter kinds"),
+                    }
                 }
             }
         }
@@ -452,6 +478,50 @@ impl<E: Dtype, D: Kernels<E>> AdamW<E, D> {
             clip_scale,
         }
     }
+}
+
+/// Zero moments for `t`: in host memory when the device updates them there.
+fn fresh_moments<S: Shape, E: Dtype, D: Device<E>>(
+    t: &Tensor<S, E, D>,
+    shape: Vec<usize>,
+    host: bool,
+) -> Moments<E, D> {
+    let n = t.shape().num_elements();
+    if host {
+        return Moments::Host {
+            shape,
+            m: vec![E::default(); n],
+            v: vec![E::default(); n],
+        };
+    }
+    let dev = t.device();
+    match shape[..] {
+        [n] => Moments::Vector(dev.zeros_like(&(n,)), dev.zeros_like(&(n,))),
+        [r, c] => Moments::Matrix(dev.zeros_like(&(r, c)), dev.zeros_like(&(r, c))),
+        _ => unreachable!("parameters are 1-D or 2-D"),
+    }
+}
+
+/// Moves `moments` to where the device updates them: host memory for the fused CPU kernels,
+/// tensors otherwise. A move happens after a checkpoint load or a change of kernels, never in a
+/// steady run.
+fn place<E: Dtype, D: Device<E>>(moments: &mut Moments<E, D>, dev: &D, host: bool) {
+    if host == matches!(moments, Moments::Host { .. }) {
+        return;
+    }
+    let (shape, m, v) = moments.to_host();
+    *moments = if host {
+        Moments::Host { shape, m, v }
+    } else {
+        match shape[..] {
+            [n] => Moments::Vector(dev.tensor_from_vec(m, (n,)), dev.tensor_from_vec(v, (n,))),
+            [r, c] => Moments::Matrix(
+                dev.tensor_from_vec(m, (r, c)),
+                dev.tensor_from_vec(v, (r, c)),
+            ),
+            _ => unreachable!("parameters are 1-D or 2-D"),
+        }
+    };
 }
 
 /// The scalars of one step, computed once.

@@ -16,7 +16,7 @@ use std::cell::OnceCell;
 
 use dfdx::prelude::*;
 
-use super::params::{LayerParams, Linear, Matrix, Vector};
+use super::params::{LayerParams, Linear, Matrix, ModelParams, Vector};
 
 type T1<E, D, T = NoneTape> = Tensor<(usize,), E, D, T>;
 type T2<E, D, T = NoneTape> = Tensor<(usize, usize), E, D, T>;
@@ -38,6 +38,40 @@ pub struct BlockShape {
     pub head_dim: usize,
     /// RMSNorm epsilon.
     pub eps: f64,
+}
+
+/// Host copies of one decoder layer's weights (row-major, Hugging Face layouts), for kernels
+/// that read weights from host memory. Each `(weight, bias)` pair is one linear layer.
+#[derive(Debug, Clone)]
+pub struct HostLayer<E> {
+    /// Input RMSNorm weight.
+    pub input_norm: Vec<E>,
+    /// Query projection.
+    pub q: (Vec<E>, Option<Vec<E>>),
+    /// Key projection.
+    pub k: (Vec<E>, Option<Vec<E>>),
+    /// Value projection.
+    pub v: (Vec<E>, Option<Vec<E>>),
+    /// Output projection.
+    pub o: (Vec<E>, Option<Vec<E>>),
+    /// Post-attention RMSNorm weight.
+    pub post_norm: Vec<E>,
+    /// SwiGLU gate projection.
+    pub gate: Vec<E>,
+    /// SwiGLU up projection.
+    pub up: Vec<E>,
+    /// SwiGLU down projection.
+    pub down: Vec<E>,
+}
+
+/// Host copies of a model's weights, made once for a whole generation so that each decoding
+/// step does not copy every weight out of dfdx again (see [`Kernels::host_weights`]).
+#[derive(Debug, Clone)]
+pub struct HostWeights<E> {
+    /// Per decoder layer.
+    pub layers: Vec<HostLayer<E>>,
+    /// The LM head (the embedding matrix when tied).
+    pub lm_head: Vec<E>,
 }
 
 /// The scalars of one AdamW step (PyTorch's `torch.optim.AdamW`, `amsgrad = false`).
@@ -228,13 +262,49 @@ pub trait Kernels<E: Dtype>: Device<E> {
         reference::adamw_update(p, grads, m, v, h)
     }
 
+    /// Host copies of the weights for a generation, when this device's kernels read weights
+    /// from host memory (the fused CPU kernels); `None` elsewhere.
+    fn host_weights(_params: &ModelParams<E, Self>, _mode: KernelMode) -> Option<HostWeights<E>> {
+        None
+    }
+
+    /// The LM head `x Wᵀ`, reading `W` from `host` when given (see [`Self::host_weights`]).
+    fn lm_head<T: Tape<E, Self>>(
+        x: T2<E, Self, T>,
+        weight: &Matrix<E, Self>,
+        _host: Option<&[E]>,
+        mode: KernelMode,
+    ) -> T2<E, Self, T> {
+        Self::linear(x, weight, None, None, mode)
+    }
+
+    /// Whether [`Self::adamw_update_host`] runs here, so that AdamW keeps its moments in
+    /// host memory.
+    fn host_moments(_mode: KernelMode) -> bool {
+        false
+    }
+
+    /// [`Self::adamw_update`] with the moments in host memory, updated in place; only called
+    /// where [`Self::host_moments`] is true.
+    fn adamw_update_host<S: Shape>(
+        _p: &mut Tensor<S, E, Self>,
+        _grads: &mut Gradients<E, Self>,
+        _m: &mut [E],
+        _v: &mut [E],
+        _h: &AdamScalars,
+        _mode: KernelMode,
+    ) {
+        unreachable!("host_moments is false on this device")
+    }
+
     /// The attention half of a decoder layer: `x + o_proj(attention(rms_norm(x)))`, over
     /// `past` cached keys and values if any; with `keep_kv`, also this layer's full keys and
-    /// values for the cache.
+    /// values for the cache. `host` holds the layer's weights when already copied out.
     #[allow(clippy::too_many_arguments)]
     fn attention_block<T: Tape<E, Self>>(
         x: T2<E, Self, T>,
         layer: &LayerParams<E, Self>,
+        _host: Option<&HostLayer<E>>,
         ctx: &AttentionContext<E, Self>,
         past: Option<&KvPair<E, Self>>,
         keep_kv: bool,
@@ -245,10 +315,11 @@ pub trait Kernels<E: Dtype>: Device<E> {
     }
 
     /// The MLP half of a decoder layer: `x + down_proj(silu(gate_proj(h)) · up_proj(h))` with
-    /// `h = rms_norm(x)`.
+    /// `h = rms_norm(x)`. `host` holds the layer's weights when already copied out.
     fn mlp_block<T: Tape<E, Self>>(
         x: T2<E, Self, T>,
         layer: &LayerParams<E, Self>,
+        _host: Option<&HostLayer<E>>,
         eps: f64,
         mode: KernelMode,
     ) -> T2<E, Self, T> {
@@ -385,9 +456,29 @@ macro_rules! cpu_kernels {
                 }
             }
 
+            fn host_weights(
+                params: &ModelParams<$f, Self>,
+                mode: KernelMode,
+            ) -> Option<HostWeights<$f>> {
+                (mode == KernelMode::Fused).then(|| cpu::host_weights(params))
+            }
+
+            fn lm_head<T: Tape<$f, Self>>(
+                x: T2<$f, Self, T>,
+                weight: &Matrix<$f, Self>,
+                host: Option<&[$f]>,
+                mode: KernelMode,
+            ) -> T2<$f, Self, T> {
+                match mode {
+                    KernelMode::Fused => cpu::linear_host(x, weight, host),
+                    KernelMode::Reference => reference::linear(x, weight, None, None),
+                }
+            }
+
             fn attention_block<T: Tape<$f, Self>>(
                 x: T2<$f, Self, T>,
                 layer: &LayerParams<$f, Self>,
+                host: Option<&HostLayer<$f>>,
                 ctx: &AttentionContext<$f, Self>,
                 past: Option<&KvPair<$f, Self>>,
                 keep_kv: bool,
@@ -395,7 +486,9 @@ macro_rules! cpu_kernels {
                 mode: KernelMode,
             ) -> (T2<$f, Self, T>, Option<KvPair<$f, Self>>) {
                 match mode {
-                    KernelMode::Fused => cpu::attention_block(x, layer, ctx, past, keep_kv, shape),
+                    KernelMode::Fused => {
+                        cpu::attention_block(x, layer, host, ctx, past, keep_kv, shape)
+                    }
                     KernelMode::Reference => {
                         composed_attention_block(x, layer, ctx, past, keep_kv, shape, mode)
                     }
@@ -405,11 +498,12 @@ macro_rules! cpu_kernels {
             fn mlp_block<T: Tape<$f, Self>>(
                 x: T2<$f, Self, T>,
                 layer: &LayerParams<$f, Self>,
+                host: Option<&HostLayer<$f>>,
                 eps: f64,
                 mode: KernelMode,
             ) -> T2<$f, Self, T> {
                 match mode {
-                    KernelMode::Fused => cpu::mlp_block(x, layer, eps),
+                    KernelMode::Fused => cpu::mlp_block(x, layer, host, eps),
                     KernelMode::Reference => composed_mlp_block(x, layer, eps, mode),
                 }
             }
@@ -431,12 +525,25 @@ macro_rules! cpu_kernels {
                 m: &mut Tensor<S, $f, Self>,
                 v: &mut Tensor<S, $f, Self>,
                 h: &AdamScalars,
-                mode: KernelMode,
+                _mode: KernelMode,
             ) {
-                match mode {
-                    KernelMode::Fused => cpu::adamw_update(p, grads, m, v, h),
-                    KernelMode::Reference => reference::adamw_update(p, grads, m, v, h),
-                }
+                // The fused path keeps its moments in host memory (adamw_update_host).
+                reference::adamw_update(p, grads, m, v, h)
+            }
+
+            fn host_moments(mode: KernelMode) -> bool {
+                mode == KernelMode::Fused
+            }
+
+            fn adamw_update_host<S: Shape>(
+                p: &mut Tensor<S, $f, Self>,
+                grads: &mut Gradients<$f, Self>,
+                m: &mut [$f],
+                v: &mut [$f],
+                h: &AdamScalars,
+                _mode: KernelMode,
+            ) {
+                cpu::adamw_update(p, grads, m, v, h)
             }
         }
     )*};

@@ -37,9 +37,9 @@ pub mod optim;
 
 use dfdx::prelude::*;
 
-pub use blocks::{attention_block, mlp_block};
+pub use blocks::{attention_block, host_weights, mlp_block};
 pub use math::{CpuFloat, exp_f32};
-pub use ops::{attention, linear, rms_norm, rope, swiglu, token_logps};
+pub use ops::{attention, linear, linear_host, rms_norm, rope, swiglu, token_logps};
 pub use optim::{adamw_update, grad_sq_sum};
 
 type Res = Result<(), CpuError>;

@@ -73,6 +73,39 @@ pub fn linear<F: CpuFloat, T: Tape<F, Cpu>>(
     out.put_tape(tape)
 }
 
+/// `y = x Wᵀ` reading `W` from `cached` when given (a copy of `weight` made earlier, see
+/// [`super::host_weights`]); `weight` stays the key of the weight's gradient.
+pub fn linear_host<F: CpuFloat, T: Tape<F, Cpu>>(
+    x: T2<F, T>,
+    weight: &T2<F>,
+    cached: Option<&[F]>,
+) -> T2<F, T> {
+    let Some(ws) = cached else {
+        return linear(x, weight, None, None);
+    };
+    let (n, k) = *x.shape();
+    let m = weight.shape().0;
+    assert_eq!(ws.len(), m * k, "linear: cached weight size");
+    let dev = x.device().clone();
+    let (x, mut tape) = x.split_tape();
+    let y = math::linear_fwd(&host(&x), ws, None, None, (n, k, m));
+    let out = dev.tensor_from_vec(y, (n, m));
+    if T::OWNS_TAPE {
+        let (out_key, w_key) = (out.clone(), weight.clone());
+        tape.add_backward_op(move |grads| -> Res {
+            let dy = take_grad(grads, &out_key)?;
+            let (xs, ws) = (host(&x), host(&w_key));
+            let mut dx = std::mem::take(&mut **grads.get_or_alloc_mut(&x)?);
+            let mut dw = std::mem::take(&mut **grads.get_or_alloc_mut(&w_key)?);
+            math::linear_bwd(&dy, &xs, &ws, (n, k, m), &mut dx, &mut dw, None);
+            **grads.get_or_alloc_mut(&x)? = dx;
+            **grads.get_or_alloc_mut(&w_key)? = dw;
+            Ok(())
+        });
+    }
+    out.put_tape(tape)
+}
+
 /// `w · x / sqrt(mean(x²) + eps)` over the last axis of `x: [n, d]`.
 pub fn rms_norm<F: CpuFloat, T: Tape<F, Cpu>>(x: T2<F, T>, weight: &T1<F>, eps: f64) -> T2<F, T> {
     let shape = *x.shape();

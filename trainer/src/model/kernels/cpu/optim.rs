@@ -43,17 +43,22 @@ pub fn grad_sq_sum<S: Shape, F: CpuFloat>(
         .sum()
 }
 
-/// PyTorch's AdamW update of `p` and its moments (`torch.optim.AdamW`, `amsgrad = false`) from
-/// `p`'s gradient in `grads` scaled by the clipping factor, in the reference's order of
-/// operations. The tensors are written in place when nothing else shares their buffers.
+/// PyTorch's AdamW update of `p` and its moments `m`, `v` (host memory, updated in place;
+/// `torch.optim.AdamW`, `amsgrad = false`) from `p`'s gradient in `grads` scaled by the
+/// clipping factor, in the reference's order of operations. `p` is written in place when
+/// nothing else shares its buffer.
 pub fn adamw_update<S: Shape, F: CpuFloat>(
     p: &mut Tensor<S, F, Cpu>,
     grads: &mut Gradients<F, Cpu>,
-    m: &mut Tensor<S, F, Cpu>,
-    v: &mut Tensor<S, F, Cpu>,
+    ms: &mut [F],
+    vs: &mut [F],
     h: &AdamScalars,
 ) {
-    let (mut ps, mut ms, mut vs) = (host(p), host(m), host(v));
+    let mut ps = host(p);
+    assert!(
+        ms.len() == ps.len() && vs.len() == ps.len(),
+        "adamw: moment sizes"
+    );
     let g = grads.get_or_alloc_mut(p).expect("allocate a zero gradient");
     let (clip, b1, b2, one_b1, one_b2): (F, F, F, F, F) = (
         cast(h.clip),
@@ -88,6 +93,4 @@ pub fn adamw_update<S: Shape, F: CpuFloat>(
             )
         });
     p.copy_from(&ps);
-    m.copy_from(&ms);
-    v.copy_from(&vs);
 }
