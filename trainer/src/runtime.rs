@@ -9,7 +9,9 @@
 //! - **The calling thread works.** The global rayon pool is built with the calling thread as
 //!   one of its workers, as OpenMP does, so that a parallel kernel called from it runs in
 //!   place instead of being handed to another thread and waited for (a wake-up per kernel).
-//!   `RAYON_NUM_THREADS` still sets the total.
+//!   `RAYON_NUM_THREADS` still sets the total; with a total of one the pool keeps its own
+//!   worker, since work handed to the pool from other threads (wasmtime compiles plugins on
+//!   rayon) needs a worker that is not the caller.
 
 use crate::error::{Error, Result};
 
@@ -27,10 +29,21 @@ pub fn init() -> Result<()> {
             libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
         }
     }
-    rayon::ThreadPoolBuilder::new()
-        .use_current_thread()
-        .build_global()
-        .map_err(|e| Error::Generation {
-            reason: format!("cannot set up the CPU thread pool: {e}"),
-        })
+    let threads = std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+        .unwrap_or(1);
+    let builder = rayon::ThreadPoolBuilder::new();
+    // The calling thread only runs rayon work it starts itself, so work handed to the pool
+    // from other threads (wasmtime compiles plugins on rayon) needs at least one other worker.
+    let builder = if threads >= 2 {
+        builder.use_current_thread()
+    } else {
+        builder
+    };
+    builder.build_global().map_err(|e| Error::Generation {
+        reason: format!("cannot set up the CPU thread pool: {e}"),
+    })
 }

@@ -459,7 +459,8 @@ pub fn rms_fwd<F: CpuFloat>(x: &[F], w: &[F], eps: f64) -> (Vec<F>, Vec<F>) {
     (y, inv)
 }
 
-/// Backward of [`rms_fwd`]: `dx += inv·(dy⊙w) − inv³·x·⟨dy⊙w, x⟩/d`, `dw += Σ_rows dy⊙x·inv`.
+/// Backward of [`rms_fwd`]: `dx += inv·(dy⊙w) − inv³·x·⟨dy⊙w, x⟩/d`, `dw += Σ_rows dy⊙x·inv`
+/// (summed in a fixed order, so that runs are reproducible).
 pub fn rms_bwd<F: CpuFloat>(dy: &[F], x: &[F], w: &[F], inv: &[F], dx: &mut [F], dw: &mut [F]) {
     let d = w.len();
     let n = x.len() / d;
@@ -493,13 +494,13 @@ pub fn rms_bwd<F: CpuFloat>(dy: &[F], x: &[F], w: &[F], inv: &[F], dx: &mut [F],
                 },
             )
         })
-        .reduce(
-            || vec![F::zero(); d],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(a, b)| *a += *b);
-                a
-            },
-        );
+        .collect::<Vec<Vec<F>>>()
+        .into_iter()
+        // Partials in chunk order, whatever thread made them: the same sums every run.
+        .fold(vec![F::zero(); d], |mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(a, b)| *a += *b);
+            a
+        });
     dw.iter_mut().zip(&part).for_each(|(a, b)| *a += *b);
 }
 

@@ -40,6 +40,9 @@ pub fn grad_sq_sum<S: Shape, F: CpuFloat>(
                 },
             )
         })
+        .collect::<Vec<f64>>()
+        .iter()
+        // Chunk order, whatever thread summed each chunk: the same norm every run.
         .sum()
 }
 
