@@ -12,11 +12,11 @@
 //! - no `concat_along` on the training path (the KV cache concatenates, but only without a tape);
 //! - a tensor used twice is reused through `retaped`, so each use adds into the same gradient.
 
+use std::sync::Arc;
+
 use dfdx::prelude::*;
 
 use super::config::ModelConfig;
-use std::sync::Arc;
-
 use super::kernels::{
     AttentionContext, AttentionMask, BlockShape, HostLayer, HostWeights, KernelMode, Kernels,
     KvPair,

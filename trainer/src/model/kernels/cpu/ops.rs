@@ -152,7 +152,9 @@ pub fn rope<F: CpuFloat, T: Tape<F, Cpu>>(x: T4<F, T>, cos: &T2<F>, sin: &T2<F>)
 }
 
 /// Grouped-query attention of `q: [b, s, heads, hd]` over `k`, `v: [b, past + s, kv_heads, hd]`
-/// (keys after RoPE) with the causal and key-padding mask; returns `[b·s, heads·hd]`.
+/// (keys after RoPE) with the causal and key-padding mask; returns `[b·s, heads·hd]`. `q`, `k`
+/// and `v` must be three different tensors (their gradients are taken out of the store at
+/// once).
 pub fn attention<F: CpuFloat, T: Tape<F, Cpu>>(
     q: T4<F, T>,
     k: T4<F, T>,
