@@ -1,7 +1,8 @@
 //! The model's building blocks, per device: fused CPU kernels, or dfdx's own operations.
 //!
 //! [`Kernels`] names the blocks a decoder layer is made of (linear layers, RMSNorm, RoPE,
-//! masked grouped-query attention, SwiGLU and the token log-probabilities). Its default
+//! masked grouped-query attention, SwiGLU and the token log-probabilities), the two halves of a
+//! layer built from them, and AdamW's passes over the parameters. Its default
 //! methods compose each block from dfdx 0.13 operations ([`reference`]); that is what the CUDA
 //! device runs, and what the CPU runs with [`KernelMode::Reference`]. The CPU's
 //! [`KernelMode::Fused`] (the default) runs [`cpu`]'s one-pass kernels instead, which record
