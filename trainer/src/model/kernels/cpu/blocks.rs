@@ -10,31 +10,13 @@
 use dfdx::prelude::*;
 
 use super::math::{self, AttnShape};
-use super::{CpuFloat, Res, host, take_grad};
+use super::{CpuFloat, Res, host, linear_grads, put_grad, take_grad};
 use std::borrow::Cow;
 
 use crate::model::kernels::{AttentionContext, BlockShape, HostLayer, HostWeights, KvPair};
 use crate::model::params::{LayerParams, Linear, ModelParams};
 
 type T2<F, T = NoneTape> = Tensor<(usize, usize), F, Cpu, T>;
-
-/// Takes `t`'s gradient buffer out of the store (allocating zeros first), to be put back with
-/// [`put`] once written; this lets several gradient buffers be borrowed mutably at once.
-fn take<S: Shape, F: CpuFloat>(
-    grads: &mut Gradients<F, Cpu>,
-    t: &Tensor<S, F, Cpu>,
-) -> Result<Vec<F>, CpuError> {
-    Ok(std::mem::take(&mut **grads.get_or_alloc_mut(t)?))
-}
-
-fn put<S: Shape, F: CpuFloat>(
-    grads: &mut Gradients<F, Cpu>,
-    t: &Tensor<S, F, Cpu>,
-    v: Vec<F>,
-) -> Res {
-    **grads.get_or_alloc_mut(t)? = v;
-    Ok(())
-}
 
 /// A linear layer's weight and bias as host buffers.
 fn host_linear<F: CpuFloat>(l: &Linear<F, Cpu>) -> (Vec<F>, Option<Vec<F>>)
@@ -102,7 +84,7 @@ where
 
 /// Backward of one linear layer of the block: `dx += dy W`, and the weight (and bias)
 /// gradients in the store.
-fn linear_grads<F: CpuFloat>(
+fn layer_grads<F: CpuFloat>(
     grads: &mut Gradients<F, Cpu>,
     l: &Linear<F, Cpu>,
     dy: &[F],
@@ -113,18 +95,7 @@ fn linear_grads<F: CpuFloat>(
 where
     Cpu: Device<F>,
 {
-    let w = host(&l.weight);
-    let mut dw = take(grads, &l.weight)?;
-    let mut db = match &l.bias {
-        Some(b) => Some(take(grads, b)?),
-        None => None,
-    };
-    math::linear_bwd(dy, x, &w, dims, dx, &mut dw, db.as_deref_mut());
-    put(grads, &l.weight, dw)?;
-    if let (Some(b), Some(db)) = (&l.bias, db) {
-        put(grads, b, db)?;
-    }
-    Ok(())
+    linear_grads(grads, &l.weight, l.bias.as_ref(), dy, x, dims, dx)
 }
 
 /// Appends the new rows of each sequence to its cached ones: `[b, past, row] ++ [b, s, row]`.
@@ -230,7 +201,7 @@ where
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
             let mut da = vec![F::zero(); n * qw];
-            linear_grads(grads, &layer.o_proj, &dy, &a, (n, qw, d), &mut da)?;
+            layer_grads(grads, &layer.o_proj, &dy, &a, (n, qw, d), &mut da)?;
             drop(a);
             let (mut dq, mut dk, mut dv) = (
                 vec![F::zero(); q.len()],
@@ -253,17 +224,17 @@ where
             let mut dk_pre = vec![F::zero(); dk.len()];
             math::rope_bwd(&dk, kw, hd, &cos, &sin, &mut dk_pre);
             let mut dh = vec![F::zero(); n * d];
-            linear_grads(grads, &layer.q_proj, &dq_pre, &h, (n, d, qw), &mut dh)?;
-            linear_grads(grads, &layer.k_proj, &dk_pre, &h, (n, d, kw), &mut dh)?;
-            linear_grads(grads, &layer.v_proj, &dv, &h, (n, d, kw), &mut dh)?;
+            layer_grads(grads, &layer.q_proj, &dq_pre, &h, (n, d, qw), &mut dh)?;
+            layer_grads(grads, &layer.k_proj, &dk_pre, &h, (n, d, kw), &mut dh)?;
+            layer_grads(grads, &layer.v_proj, &dv, &h, (n, d, kw), &mut dh)?;
             let xs = host(&x);
             let ln = host(&layer.input_layernorm);
-            let mut dln = take(grads, &layer.input_layernorm)?;
-            let mut dx = take(grads, &x)?;
+            let mut dln = take_grad(grads, &layer.input_layernorm)?;
+            let mut dx = take_grad(grads, &x)?;
             math::add_into(&mut dx, &dy);
             math::rms_bwd(&dh, &xs, &ln, &inv, &mut dx, &mut dln);
-            put(grads, &x, dx)?;
-            put(grads, &layer.input_layernorm, dln)
+            put_grad(grads, &x, dx)?;
+            put_grad(grads, &layer.input_layernorm, dln)
         });
     }
     (out.put_tape(tape), kv)
@@ -308,27 +279,23 @@ where
         );
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
-            let unbiased = |w: &T2<F>| Linear {
-                weight: w.clone(),
-                bias: None,
-            };
             let mut dact = vec![F::zero(); n * f];
-            linear_grads(grads, &unbiased(&down), &dy, &act, (n, f, d), &mut dact)?;
+            linear_grads(grads, &down, None, &dy, &act, (n, f, d), &mut dact)?;
             drop(act);
             let (mut dg, mut du) = (vec![F::zero(); n * f], vec![F::zero(); n * f]);
             math::swiglu_bwd(&dact, &g, &u, &mut dg, &mut du);
             drop((dact, g, u));
             let mut dh = vec![F::zero(); n * d];
-            linear_grads(grads, &unbiased(&gate), &dg, &h, (n, d, f), &mut dh)?;
-            linear_grads(grads, &unbiased(&up), &du, &h, (n, d, f), &mut dh)?;
+            linear_grads(grads, &gate, None, &dg, &h, (n, d, f), &mut dh)?;
+            linear_grads(grads, &up, None, &du, &h, (n, d, f), &mut dh)?;
             let xs = host(&x);
             let ln = host(&ln_key);
-            let mut dln = take(grads, &ln_key)?;
-            let mut dx = take(grads, &x)?;
+            let mut dln = take_grad(grads, &ln_key)?;
+            let mut dx = take_grad(grads, &x)?;
             math::add_into(&mut dx, &dy);
             math::rms_bwd(&dh, &xs, &ln, &inv, &mut dx, &mut dln);
-            put(grads, &x, dx)?;
-            put(grads, &ln_key, dln)
+            put_grad(grads, &x, dx)?;
+            put_grad(grads, &ln_key, dln)
         });
     }
     out.put_tape(tape)

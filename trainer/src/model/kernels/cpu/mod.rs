@@ -51,12 +51,46 @@ fn host<S: Shape, F: CpuFloat, T>(t: &Tensor<S, F, Cpu, T>) -> Vec<F> {
     v
 }
 
-/// Takes `t`'s accumulated gradient out of the store (zeros when nothing reached `t`). Only for
-/// an operation's own output, whose gradient is complete and needed by no one else once the
-/// operation's backward closure runs.
+/// Takes `t`'s gradient buffer out of the store (zeros when nothing reached `t` yet). For an
+/// operation's own output the gradient is complete and no one reads it afterwards; an input's
+/// or weight's buffer goes back with [`put_grad`] once added to. Taking buffers out lets
+/// several of them be written at once.
 fn take_grad<S: Shape, F: CpuFloat>(
     grads: &mut Gradients<F, Cpu>,
     t: &Tensor<S, F, Cpu>,
 ) -> Result<Vec<F>, CpuError> {
     Ok(std::mem::take(&mut **grads.get_or_alloc_mut(t)?))
+}
+
+/// Puts back a buffer taken with [`take_grad`].
+fn put_grad<S: Shape, F: CpuFloat>(
+    grads: &mut Gradients<F, Cpu>,
+    t: &Tensor<S, F, Cpu>,
+    v: Vec<F>,
+) -> Res {
+    **grads.get_or_alloc_mut(t)? = v;
+    Ok(())
+}
+
+/// Backward of a linear layer `x Wᵀ (+ b)` into `dx` and the store: `dx += dy W`, and the
+/// weight (and bias) gradients.
+#[allow(clippy::too_many_arguments)]
+fn linear_grads<F: CpuFloat>(
+    grads: &mut Gradients<F, Cpu>,
+    weight: &Tensor<(usize, usize), F, Cpu>,
+    bias: Option<&Tensor<(usize,), F, Cpu>>,
+    dy: &[F],
+    x: &[F],
+    dims: (usize, usize, usize),
+    dx: &mut [F],
+) -> Res {
+    let w = host(weight);
+    let mut dw = take_grad(grads, weight)?;
+    let mut db = bias.map(|b| take_grad(grads, b)).transpose()?;
+    math::linear_bwd(dy, x, &w, dims, dx, &mut dw, db.as_deref_mut());
+    put_grad(grads, weight, dw)?;
+    if let (Some(b), Some(db)) = (bias, db) {
+        put_grad(grads, b, db)?;
+    }
+    Ok(())
 }

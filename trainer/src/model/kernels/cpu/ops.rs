@@ -5,10 +5,12 @@
 //!
 //! [`Kernels`]: crate::model::Kernels
 
+use std::borrow::Cow;
+
 use dfdx::prelude::*;
 
 use super::math::{self, AttnShape};
-use super::{CpuFloat, Res, host, take_grad};
+use super::{CpuFloat, Res, host, linear_grads, put_grad, take_grad};
 use crate::model::kernels::AttentionMask;
 
 type T1<F, T = NoneTape> = Tensor<(usize,), F, Cpu, T>;
@@ -22,55 +24,7 @@ pub fn linear<F: CpuFloat, T: Tape<F, Cpu>>(
     bias: Option<&T1<F>>,
     residual: Option<T2<F, T>>,
 ) -> T2<F, T> {
-    let (n, k) = *x.shape();
-    let m = weight.shape().0;
-    let dev = x.device().clone();
-    let (x, mut tape) = x.split_tape();
-    let residual = residual.map(|r| {
-        let (r, t) = r.split_tape();
-        tape = std::mem::take(&mut tape).merge(t);
-        r
-    });
-    let y = math::linear_fwd(
-        &host(&x),
-        &host(weight),
-        bias.map(host).as_deref(),
-        residual.as_ref().map(host),
-        (n, k, m),
-    );
-    let out = dev.tensor_from_vec(y, (n, m));
-    if T::OWNS_TAPE {
-        let (out_key, w_key, b_key) = (out.clone(), weight.clone(), bias.cloned());
-        tape.add_backward_op(move |grads| -> Res {
-            let dy = take_grad(grads, &out_key)?;
-            if let Some(r) = &residual {
-                math::add_into(grads.get_or_alloc_mut(r)?, &dy);
-            }
-            let (xs, ws) = (host(&x), host(&w_key));
-            let mut dx = std::mem::take(&mut **grads.get_or_alloc_mut(&x)?);
-            let mut dw = std::mem::take(&mut **grads.get_or_alloc_mut(&w_key)?);
-            let mut db = match &b_key {
-                Some(b) => Some(std::mem::take(&mut **grads.get_or_alloc_mut(b)?)),
-                None => None,
-            };
-            math::linear_bwd(
-                &dy,
-                &xs,
-                &ws,
-                (n, k, m),
-                &mut dx,
-                &mut dw,
-                db.as_deref_mut(),
-            );
-            **grads.get_or_alloc_mut(&x)? = dx;
-            **grads.get_or_alloc_mut(&w_key)? = dw;
-            if let (Some(b), Some(db)) = (&b_key, db) {
-                **grads.get_or_alloc_mut(b)? = db;
-            }
-            Ok(())
-        });
-    }
-    out.put_tape(tape)
+    linear_with(x, weight, None, bias, residual)
 }
 
 /// `y = x Wᵀ` reading `W` from `cached` when given (a copy of `weight` made earlier, see
@@ -80,27 +34,52 @@ pub fn linear_host<F: CpuFloat, T: Tape<F, Cpu>>(
     weight: &T2<F>,
     cached: Option<&[F]>,
 ) -> T2<F, T> {
-    let Some(ws) = cached else {
-        return linear(x, weight, None, None);
-    };
+    linear_with(x, weight, cached, None, None)
+}
+
+fn linear_with<F: CpuFloat, T: Tape<F, Cpu>>(
+    x: T2<F, T>,
+    weight: &T2<F>,
+    cached: Option<&[F]>,
+    bias: Option<&T1<F>>,
+    residual: Option<T2<F, T>>,
+) -> T2<F, T> {
     let (n, k) = *x.shape();
     let m = weight.shape().0;
-    assert_eq!(ws.len(), m * k, "linear: cached weight size");
+    let ws = match cached {
+        Some(ws) => {
+            assert_eq!(ws.len(), m * k, "linear: cached weight size");
+            Cow::Borrowed(ws)
+        }
+        None => Cow::Owned(host(weight)),
+    };
     let dev = x.device().clone();
     let (x, mut tape) = x.split_tape();
-    let y = math::linear_fwd(&host(&x), ws, None, None, (n, k, m));
+    let residual = residual.map(|r| {
+        let (r, t) = r.split_tape();
+        tape = std::mem::take(&mut tape).merge(t);
+        r
+    });
+    let y = math::linear_fwd(
+        &host(&x),
+        &ws,
+        bias.map(host).as_deref(),
+        residual.as_ref().map(host),
+        (n, k, m),
+    );
+    drop(ws);
     let out = dev.tensor_from_vec(y, (n, m));
     if T::OWNS_TAPE {
-        let (out_key, w_key) = (out.clone(), weight.clone());
+        let (out_key, w_key, b_key) = (out.clone(), weight.clone(), bias.cloned());
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
-            let (xs, ws) = (host(&x), host(&w_key));
-            let mut dx = std::mem::take(&mut **grads.get_or_alloc_mut(&x)?);
-            let mut dw = std::mem::take(&mut **grads.get_or_alloc_mut(&w_key)?);
-            math::linear_bwd(&dy, &xs, &ws, (n, k, m), &mut dx, &mut dw, None);
-            **grads.get_or_alloc_mut(&x)? = dx;
-            **grads.get_or_alloc_mut(&w_key)? = dw;
-            Ok(())
+            if let Some(r) = &residual {
+                math::add_into(grads.get_or_alloc_mut(r)?, &dy);
+            }
+            let xs = host(&x);
+            let mut dx = take_grad(grads, &x)?;
+            linear_grads(grads, &w_key, b_key.as_ref(), &dy, &xs, (n, k, m), &mut dx)?;
+            put_grad(grads, &x, dx)
         });
     }
     out.put_tape(tape)
@@ -119,10 +98,9 @@ pub fn rms_norm<F: CpuFloat, T: Tape<F, Cpu>>(x: T2<F, T>, weight: &T1<F>, eps: 
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
             let (xs, ws) = (host(&x), host(&w_key));
-            let mut dw = std::mem::take(&mut **grads.get_or_alloc_mut(&w_key)?);
+            let mut dw = take_grad(grads, &w_key)?;
             math::rms_bwd(&dy, &xs, &ws, &inv, grads.get_or_alloc_mut(&x)?, &mut dw);
-            **grads.get_or_alloc_mut(&w_key)? = dw;
-            Ok(())
+            put_grad(grads, &w_key, dw)
         });
     }
     out.put_tape(tape)
@@ -185,9 +163,9 @@ pub fn attention<F: CpuFloat, T: Tape<F, Cpu>>(
         let mask = mask.clone();
         tape.add_backward_op(move |grads| -> Res {
             let dout = take_grad(grads, &out_key)?;
-            let mut dq = std::mem::take(&mut **grads.get_or_alloc_mut(&q)?);
-            let mut dk = std::mem::take(&mut **grads.get_or_alloc_mut(&k)?);
-            let mut dv = std::mem::take(&mut **grads.get_or_alloc_mut(&v)?);
+            let mut dq = take_grad(grads, &q)?;
+            let mut dk = take_grad(grads, &k)?;
+            let mut dv = take_grad(grads, &v)?;
             math::attn_bwd(
                 &dout,
                 &qs,
@@ -198,10 +176,9 @@ pub fn attention<F: CpuFloat, T: Tape<F, Cpu>>(
                 &mask,
                 (&mut dq, &mut dk, &mut dv),
             );
-            **grads.get_or_alloc_mut(&q)? = dq;
-            **grads.get_or_alloc_mut(&k)? = dk;
-            **grads.get_or_alloc_mut(&v)? = dv;
-            Ok(())
+            put_grad(grads, &q, dq)?;
+            put_grad(grads, &k, dk)?;
+            put_grad(grads, &v, dv)
         });
     }
     out.put_tape(tape)
@@ -221,10 +198,9 @@ pub fn swiglu<F: CpuFloat, T: Tape<F, Cpu>>(gate: T2<F, T>, up: T2<F, T>) -> T2<
         let out_key = out.clone();
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
-            let mut dg = std::mem::take(&mut **grads.get_or_alloc_mut(&gate)?);
+            let mut dg = take_grad(grads, &gate)?;
             math::swiglu_bwd(&dy, &gs, &us, &mut dg, grads.get_or_alloc_mut(&up)?);
-            **grads.get_or_alloc_mut(&gate)? = dg;
-            Ok(())
+            put_grad(grads, &gate, dg)
         });
     }
     out.put_tape(tape)
