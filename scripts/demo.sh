@@ -15,10 +15,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# The only compilation: both binaries in one invocation (one feature resolution). The bundled
+# run uses this `trainer` instead of building its own.
 cargo build --locked --release -p swerve-harness --bin harness -p swerve-trainer --bin trainer
-harness=$PWD/target/release/harness
+bin=$(realpath -m "${CARGO_TARGET_DIR:-target}")/release
+harness=$bin/harness
 mkdir -p target/demo
-trainer/scripts/bundled-run.sh "$PWD/target/demo/train"
+SWERVE_TRAINER=$bin/trainer trainer/scripts/bundled-run.sh "$PWD/target/demo/train"
 cd target/demo
 "$harness" run --dataset swerve-mini --predictions train/predictions.jsonl --run-id demo \
     --max-workers 2

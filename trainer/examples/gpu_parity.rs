@@ -14,7 +14,7 @@ use std::time::Instant;
 use dfdx::prelude::*;
 use serde_json::json;
 use swerve_trainer::model::{
-    AdamW, AdamWConfig, CausalLm, KvCache, ModelConfig, ModelParams, Param, TokenBatch,
+    AdamW, AdamWConfig, CausalLm, Kernels, KvCache, ModelConfig, ModelParams, Param, TokenBatch,
 };
 
 fn arg(name: &str, default: usize) -> usize {
@@ -62,7 +62,7 @@ fn max_abs(a: &[f32], b: &[f32]) -> f32 {
         .fold(0.0, f32::max)
 }
 
-fn grads_by_name<D: Device<f32>>(
+fn grads_by_name<D: Kernels<f32>>(
     model: &CausalLm<f32, D>,
     b: &TokenBatch,
     start: usize,

@@ -2,8 +2,8 @@
 //!
 //! [`Kernels`] names the blocks a decoder layer is made of (linear layers, RMSNorm, RoPE,
 //! masked grouped-query attention, SwiGLU and the token log-probabilities), the two halves of a
-//! layer built from them, and AdamW's passes over the parameters. Its default
-//! methods compose each block from dfdx 0.13 operations ([`reference`]); that is what the CUDA
+//! layer built from them, and AdamW's passes over the parameters. Its default methods compose
+//! each block from dfdx 0.13 operations ([`reference`](mod@reference)); that is what the CUDA
 //! device runs, and what the CPU runs with [`KernelMode::Reference`]. The CPU's
 //! [`KernelMode::Fused`] (the default) runs [`cpu`]'s one-pass kernels instead, which record
 //! their own backward passes on dfdx's tape. Both give the same values and gradients to
@@ -350,7 +350,8 @@ fn composed_attention_block<E: Dtype, D: Kernels<E>, T: Tape<E, D>>(
     let q = D::rope(q, ctx, mode);
     let k = D::rope(k, ctx, mode);
     // With a cache the new keys and values are appended; without a tape, so the
-    // concatenation's backward (grpo.md §14.2) never runs.
+    // concatenation's backward never runs (no `concat_along` on the training path, see
+    // `model::forward`).
     let (k, v) = match past {
         Some((pk, pv)) => (
             (pk.clone().retaped::<T>(), k).concat_along(Axis::<1>),

@@ -104,7 +104,7 @@ pub fn simd<R>(f: impl FnOnce() -> R) -> R {
 /// a single running sum (which the compiler may not do for floats).
 const LANES: usize = 16;
 
-/// `Σ f(i)` over `0..n` with [`LANES`] partial sums.
+/// `Σ f(i)` over `0..n` with `LANES` (16) partial sums.
 #[inline(always)]
 pub fn lane_sum<F: CpuFloat>(n: usize, f: impl Fn(usize) -> F) -> F {
     let mut acc = [F::zero(); LANES];
@@ -159,13 +159,22 @@ pub fn cast<F: CpuFloat>(x: f64) -> F {
 /// A raw pointer that rayon tasks may share; each task writes a region no other task touches.
 #[derive(Clone, Copy)]
 struct Shared<F>(*mut F);
-// SAFETY: only used for buffers split into disjoint per-task regions (see each use).
+// SAFETY: a `Shared` is only a pointer value; every dereference goes through `unsafe` code
+// whose contract makes the regions that different threads write disjoint (see each use), and
+// the buffer outlives the parallel loop that shares it (rayon joins before the owner resumes).
 unsafe impl<F> Send for Shared<F> {}
+// SAFETY: as for `Send`: sharing the pointer value itself races on nothing.
 unsafe impl<F> Sync for Shared<F> {}
 
 impl<F> Shared<F> {
-    fn at(self, offset: usize) -> *mut F {
-        // SAFETY: callers stay inside the buffer the pointer came from.
+    /// The pointer `offset` elements further on.
+    ///
+    /// # Safety
+    /// As for [`pointer::add`]: the result must stay inside (or one past the end of) the
+    /// allocation the pointer came from. Writing through it is the caller's business: no other
+    /// thread may touch the same elements meanwhile.
+    unsafe fn at(self, offset: usize) -> *mut F {
+        // SAFETY: the caller's contract is `add`'s.
         unsafe { self.0.add(offset) }
     }
 }
@@ -237,18 +246,25 @@ unsafe fn matmul<F: CpuFloat>(
             let lo = (t * band).min(m);
             let hi = ((t + 1) * band).min(m);
             if lo < hi {
+                // SAFETY: lo < m, so row lo of `a` starts inside the m×k view the caller
+                // guarantees to lie in one allocation.
+                let a_lo = unsafe { a_ptr.at(lo * a_rs) };
                 let a = View {
-                    ptr: a_ptr.at(lo * a_rs) as *const F,
+                    ptr: a_lo as *const F,
                     rs: a_rs,
                     cs: a_cs,
                 };
+                // SAFETY: offset 0 is the pointer itself.
+                let b_all = unsafe { b_ptr.at(0) };
                 let b = View {
-                    ptr: b_ptr.at(0) as *const F,
+                    ptr: b_all as *const F,
                     rs: b_rs,
                     cs: b_cs,
                 };
-                // SAFETY: rows lo..hi of dst and a are inside the caller's views, and the
-                // bands of dst are disjoint.
+                // SAFETY: rows lo..hi of dst (row lo at dst + lo·ld, inside dst's m rows) and of
+                // a are inside the caller's views; b is the caller's whole view; the bands of
+                // dst are disjoint, so no two tasks write the same element, and dst overlaps
+                // neither a nor b (caller's contract).
                 unsafe {
                     matmul(
                         (hi - lo, n, k),
@@ -746,6 +762,11 @@ pub fn attn_fwd<F: CpuFloat>(
                     }
                 },
             );
+            // SAFETY: `out` has capacity b·s·heads·hd; rows q0..q1 (< s) of head h of sequence
+            // bi, hd columns each at stride qld, lie inside it and only this (sequence, head)
+            // task writes them. pblk's rows q0..q1 of `total` columns are this task's buffer
+            // and hold columns k0..k1 (≤ total) of the probabilities; rows k0..k1 (≤ total) of
+            // kv head kv are inside v, which no one writes.
             unsafe {
                 matmul(
                     (qn, hd, kn),
@@ -835,8 +856,11 @@ pub fn attn_bwd<F: CpuFloat>(
                     let (qn, kn) = (blk.q1 - blk.q0, blk.k1 - blk.k0);
                     let p = &probs[pbase + blk.q0 * total + blk.k0..];
                     let d_o = View::rows(dout[qbase + blk.q0 * qld..].as_ptr(), qld);
-                    // SAFETY: views inside their buffers; this task's regions of dq, dk and dv
-                    // are disjoint from every other task's; ds is task-local.
+                    // SAFETY: p and d_o are slices of probs and dout, read as qn×kn and qn×hd
+                    // views at strides total and qld that stay inside them; rows k0..k1 (≤
+                    // total) of kv head kv lie inside dv and v (sizes checked above), and only
+                    // this (sequence, kv head) task writes them; ds (task-local) holds
+                    // QUERY_BLOCK·total ≥ qn·kn elements.
                     unsafe {
                         // dV[k0..k1] += Pᵀ dO
                         matmul(
@@ -879,6 +903,10 @@ pub fn attn_bwd<F: CpuFloat>(
                             }
                         },
                     );
+                    // SAFETY: ds (task-local) holds qn×kn elements; rows q0..q1 of query head
+                    // h (of this task's kv group) in dq and rows k0..k1 of kv head kv in dk lie
+                    // inside dq and dk (sizes checked above) and only this (sequence, kv head)
+                    // task writes them; k and q are read only.
                     unsafe {
                         // dQ += scale · dS K[k0..k1]
                         matmul(
