@@ -2,10 +2,11 @@
 
 Usage: python3 benches/python/bench_swerl.py [--vectors PATH] [--min-time SECONDS]
 
-The vectors default to <repo>/../shared/data/swerl-dev-vectors.jsonl. Each vector is run
-repeatedly until at least --min-time seconds (and at least 3 calls) have passed; the per-call
-time of a vector is the best of 3 such rounds divided by the calls. The summary gives the
-median, mean, p90 and max over vectors of the microseconds per call.
+The vectors default to the repository's copy,
+guest-plugins/swe-rl/tests/data/swerl-dev-vectors.jsonl. Each vector is run repeatedly until at
+least --min-time seconds (and at least 3 calls) have passed; the per-call time of a vector is
+the best of 3 such rounds divided by the calls. The summary gives the median, mean, p90 and max
+over vectors of the microseconds per call.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import swerl_reward  # noqa: E402
 
 def default_vectors() -> Path:
     repo = Path(__file__).resolve().parents[2]
-    return repo.parent / "shared" / "data" / "swerl-dev-vectors.jsonl"
+    return repo / "guest-plugins" / "swe-rl" / "tests" / "data" / "swerl-dev-vectors.jsonl"
 
 
 def bits(value: float) -> str:

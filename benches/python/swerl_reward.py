@@ -1,12 +1,12 @@
 """The SWE-RL search/replace reward in plain CPython, for comparison with swerve's Rust port.
 
-Written for swerve from the behavioural spec (shared/specs/swe-rl-reward.md), not from the
-SWE-RL sources; the reward itself is defined by SWE-RL (Meta). It uses the standard library's
+Written for swerve from a description of the reward's behaviour (the same rules as the Rust
+crate guest-plugins/swe-rl), not from the SWE-RL sources; the reward itself is defined by SWE-RL (Meta). It uses the standard library's
 difflib, which is what makes the reward what it is: a line-level unified diff (autojunk on, as
 unified_diff always has it) and a character-level SequenceMatcher ratio with autojunk off.
 
-Only the deliberate choice of the spec differs from the reference: paths are summed in sorted
-order, so results are deterministic (the reference sums in set order).
+Only one deliberate choice differs from the reference: paths are summed in sorted order, so
+results are deterministic (the reference sums in set order).
 """
 
 from __future__ import annotations

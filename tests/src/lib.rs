@@ -1,6 +1,6 @@
-//! Shared fixtures for swerve's end-to-end tests and benchmarks: where the repository, the
-//! `shared/` folder beside it and the built `harness` binary are, and the SWE-RL development
-//! vectors. Test code only; nothing here ships.
+//! Shared fixtures for swerve's end-to-end tests and benchmarks: where the repository and the
+//! optional shared data folder are, and the SWE-RL development vectors (the repository's copy in
+//! `guest-plugins/swe-rl/tests/data/`). Test code only; nothing here ships.
 
 use std::path::PathBuf;
 
@@ -14,10 +14,29 @@ pub fn repo_root() -> PathBuf {
         .to_owned()
 }
 
-/// The `shared/` folder beside the checkout (CI clones the repository elsewhere with a copy of
-/// it beside the clone).
-pub fn shared_dir() -> PathBuf {
-    repo_root().join("../shared")
+/// The variable naming the shared `data` folder (third-party data the repository never carries,
+/// such as real SWE-bench logs).
+pub const SHARED_DATA_VAR: &str = "SWERVE_SHARED_DATA";
+
+/// `name` under the shared `data` folder, when it exists. The folder is `$SWERVE_SHARED_DATA`
+/// when that is set (and then only there, so pointing it at a missing path behaves like a clean
+/// clone), else `shared/data` beside the checkout. When `name` is absent this prints one line to
+/// stderr saying that `what` was skipped and why, and returns None: the caller returns early.
+pub fn shared_data(name: &str, what: &str) -> Option<PathBuf> {
+    let dir = match std::env::var_os(SHARED_DATA_VAR) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => repo_root().join("../shared/data"),
+    };
+    let path = dir.join(name);
+    if path.exists() {
+        return Some(path);
+    }
+    eprintln!(
+        "skipped: {what}: {} not found (set {SHARED_DATA_VAR} or place shared/ beside the \
+         checkout)",
+        path.display()
+    );
+    None
 }
 
 /// One SWE-RL development vector's inputs and expected reward bits.
@@ -56,7 +75,7 @@ impl DevVector {
 
 /// The SWE-RL development vectors.
 pub fn dev_vectors() -> Vec<DevVector> {
-    let path = shared_dir().join("data/swerl-dev-vectors.jsonl");
+    let path = repo_root().join("guest-plugins/swe-rl/tests/data/swerl-dev-vectors.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines()
         .map(|l| serde_json::from_str(l).expect("a development vector"))

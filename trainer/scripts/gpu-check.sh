@@ -19,9 +19,10 @@
 #   $OUT_DIR/cuda-wheels. Wheel libraries carry only versioned names (libcublas.so.12), so the
 #   script makes unversioned links in $OUT_DIR/cuda-shim/lib64 for the linker.
 # - dfdx 0.13's build script runs `nvidia-smi --query-gpu=compute_cap` and panics without it
-#   (grpo.md §14.3); on a build machine with no GPU set CUDA_COMPUTE_CAP (e.g. 90 for H100/H200)
-#   and the script puts a stub nvidia-smi first on PATH. libcuda is linked from the toolkit's
-#   stubs when the driver's library is absent; the real one is loaded at run time.
+#   (it reads CUDA_COMPUTE_CAP only after that call); on a build machine with no GPU set
+#   CUDA_COMPUTE_CAP (e.g. 90 for H100/H200) and the script puts a stub nvidia-smi first on PATH.
+#   libcuda is linked from the toolkit's stubs when the driver's library is absent; the real one
+#   is loaded at run time.
 # - The machine that only runs (no cargo, no network: the project's H200 image has nvcc and
 #   PyTorch but no Rust) gets the binary built elsewhere; LD_LIBRARY_PATH is extended with the
 #   wheel library folders found through python3 so that libnvrtc/libcublas resolve.

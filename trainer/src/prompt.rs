@@ -1,4 +1,4 @@
-//! Prompts that ask a model to fix an issue in the SWE-RL output format (swe-rl-reward.md §2):
+//! Prompts that ask a model to fix an issue in the SWE-RL output format (see `swerve_swe_rl`):
 //! reasoning between `<think>` tags, then SEARCH/REPLACE edit blocks between `<solution>` tags.
 //!
 //! The instruction text is swerve's own wording. The code is shown the way the reward expects

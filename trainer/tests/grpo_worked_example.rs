@@ -1,11 +1,11 @@
 //! Checks swerve's GRPO math against every expected number of the worked-example case files
-//! (grpo.md §12, layout §12.6).
+//! (JSON in the layout of `grpo::case::CaseFile`, expected values computed with TRL's formulas in
+//! full `f64` precision): rewards, advantages, metrics, losses and gradients.
 //!
-//! Files: every `grpo*.json` in `shared/data/` (resolved from `CARGO_MANIFEST_DIR`, so CI's
-//! clone with `shared/` beside it works), plus any listed in `SWERVE_GRPO_CASE_FILES` (a
-//! path list, `:`-separated). Tolerance: 1e-12 relative, the spec's bound for an `f64`
-//! implementation (1e-15 absolute for expected values at or near 0); `SWERVE_GRPO_REL_TOL`
-//! overrides the relative bound.
+//! Files: every `grpo*.json` in this crate's `tests/data/` (the worked example is one), plus any
+//! listed in `SWERVE_GRPO_CASE_FILES` (a path list, `:`-separated). Tolerance: 1e-12 relative,
+//! the bound swerve holds its `f64` implementation to (1e-15 absolute for expected values at or
+//! near 0); `SWERVE_GRPO_REL_TOL` overrides the relative bound.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,8 +16,9 @@ use swerve_trainer::grpo::{LossType, ScaleRewards};
 
 const ABS_TOL: f64 = 1e-15;
 
+/// The case files carried with the repository.
 fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 fn worked_example() -> PathBuf {
@@ -284,9 +285,10 @@ fn every_expected_number_matches() {
     );
 }
 
-/// The spec's headline numbers (grpo.md §12.3), independent of the JSON's expected sections.
+/// The worked example's headline losses (per case and loss type, to 10 decimals), written out
+/// here so that they are checked independently of the JSON's expected sections.
 #[test]
-fn headline_losses_of_the_spec() {
+fn headline_losses_of_the_worked_example() {
     let evaluation = CaseFile::load(&worked_example())
         .unwrap()
         .evaluate()

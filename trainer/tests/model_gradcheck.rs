@@ -2,10 +2,10 @@
 //!
 //! Run in f64 on the CPU: central differences with h = 1e-5 then have truncation and rounding
 //! errors near 1e-10, so a tolerance of 1e-6 relative separates a correct backward from a wrong
-//! one by orders of magnitude (dfdx's CPU `slice` backward bug gives errors near 1, grpo.md
-//! §14.2). The f32 kernels are the same generic code as the f64 ones. Every check runs on both
-//! kernel sets: the fused CPU kernels (what the trainer runs) and dfdx's own operations (what
-//! CUDA runs).
+//! one by orders of magnitude (dfdx 0.13's CPU `slice` backward, which assigns the gradient
+//! instead of adding it, gives errors near 1 through a sliced RoPE). The f32 kernels are the
+//! same generic code as the f64 ones. Every check runs on both kernel sets: the fused CPU kernels
+//! (what the trainer runs) and dfdx's own operations (what CUDA runs).
 
 use dfdx::prelude::*;
 use serde_json::json;

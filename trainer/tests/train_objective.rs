@@ -16,8 +16,7 @@ fn close(a: f64, b: f64, rel: f64, abs: f64) -> bool {
 }
 
 fn worked_example() -> CaseFile {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/grpo-worked-example.json");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/grpo-worked-example.json");
     CaseFile::load(&path).unwrap()
 }
 

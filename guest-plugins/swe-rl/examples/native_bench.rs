@@ -27,8 +27,7 @@ fn main() {
         .map(|s| s.parse().expect("ROUNDS must be a positive integer"))
         .unwrap_or(3);
     let path = args.next().map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/data/swerl-dev-vectors.jsonl")
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/swerl-dev-vectors.jsonl")
     });
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

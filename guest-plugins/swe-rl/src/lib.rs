@@ -6,9 +6,10 @@
 //! apply, and otherwise the mean, over the changed paths, of the character-level similarity
 //! between the predicted and the oracle line diffs. [`content_reward`] scores predicted file
 //! contents directly and [`unidiff_reward`] scores unified-diff patches. The results equal the
-//! reference implementation's to the last bit (see `shared/specs/swe-rl-reward.md` for the
-//! rules, including the one where the reference is non-deterministic: the order of summation
-//! over three or more paths).
+//! reference implementation's to the last bit, with one deliberate choice where the reference is
+//! non-deterministic: it sums the per-path similarities in an order set by Python's string
+//! hashing, which can change the last bit with three or more paths; swerve sums in path order,
+//! which gives one of the values the reference can produce.
 //!
 //! What it is not: it does not run tests or apply patches to a repository, it does no I/O and
 //! spawns no threads (so that it builds unchanged for `wasm32-wasip2`), and it is not a general

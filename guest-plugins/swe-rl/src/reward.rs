@@ -165,8 +165,9 @@ pub(crate) fn reward_from_patches<K: AsRef<str> + Ord>(
             similarities,
         };
     }
-    // Naive left-to-right summation from 0.0 in path order (the reference's order depends on
-    // Python's string hashing; see the spec on order-sensitive cases).
+    // Naive left-to-right summation from 0.0 in path order. The reference's order depends on
+    // Python's string hashing, so with three or more paths its last bit can vary; path order
+    // gives one of its possible values (the development vectors list them all).
     let sum = similarities
         .iter()
         .fold(0.0_f64, |acc, s| acc + s.similarity);

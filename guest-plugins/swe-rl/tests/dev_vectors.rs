@@ -1,4 +1,4 @@
-//! Checks every development vector of `shared/data/swerl-dev-vectors.jsonl` (computed with the
+//! Checks every development vector of `tests/data/swerl-dev-vectors.jsonl` (computed with the
 //! reference implementation) bit for bit, and reports every mismatch with its vector id.
 
 use std::path::PathBuf;
@@ -51,9 +51,9 @@ struct Debug {
     pred_new_content: Option<FileMap>,
 }
 
+/// The vectors are this crate's test data; the harness and end-to-end tests read the same copy.
 fn vectors_path() -> PathBuf {
-    // The shared folder lies beside the repository: <repo>/../shared.
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swerl-dev-vectors.jsonl")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/swerl-dev-vectors.jsonl")
 }
 
 fn bits(hex: &str) -> u64 {

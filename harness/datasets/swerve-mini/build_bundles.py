@@ -51,8 +51,9 @@ IDENTITY = {
     "GIT_COMMITTER_EMAIL": "swerve-mini@swerve.invalid",
 }
 
-# The image's test environment (SWE-bench's per-repo spec table, §4.3). Every
-# pin has a wheel on PyPI for CPython 3.11 (Debian bookworm's python3).
+# The image's test environment (an entry of SWE-bench's per-repo spec table,
+# MAP_REPO_VERSION_TO_SPECS). Every pin has a wheel on PyPI for CPython 3.11
+# (Debian bookworm's python3).
 PYTEST_PIN = "pytest==8.3.4"
 ENV_SPEC = {
     "python": "3.11",
@@ -66,7 +67,7 @@ ENV_SPEC = {
 }
 PREDICTION_MODEL = "swerve-mini-mixed"
 
-# SWE-bench 5 row fields (spec §1): the image `harness images build` makes and
+# The fields SWE-bench 5 added to its rows: the image `harness images build` makes and
 # tags for the row, the eval script SWE-bench's generator makes from the spec
 # (v5 adds the exit-code lines when it runs it), the parser, the grading rule.
 HEREDOC_DELIMITER = "EOF_114329324912"
@@ -74,7 +75,7 @@ IMAGE_PREFIX = "swerve/sweb.eval.x86_64."
 
 
 def image_name(instance_id):
-    """SWE-bench's namespaced image name (§4.1) under the `swerve` namespace."""
+    """SWE-bench's namespaced image name under the `swerve` namespace."""
     return IMAGE_PREFIX + instance_id.lower().replace("__", "_1776_") + ":latest"
 
 
@@ -95,7 +96,7 @@ def reset_files(test_patch):
 
 
 def eval_script(row, spec):
-    """SWE-bench's make_eval_script_list for a Python repository (§5.1), as text."""
+    """SWE-bench's make_eval_script_list for a Python repository, as text."""
     base = row["base_commit"]
     reset = f"git checkout {base} {' '.join(reset_files(row['test_patch']))}"
     apply_test_patch = f"git apply -v - <<'{HEREDOC_DELIMITER}'\n{row['test_patch']}\n{HEREDOC_DELIMITER}"

@@ -67,7 +67,7 @@ SWE_BENCH_FIELDS = {
 EXTRA_FIELDS = {"code_context": dict, "oracle_new_content": dict}
 
 STATUS_WORDS = ("FAILED", "PASSED", "SKIPPED", "ERROR", "XFAIL")
-# SWE-bench drops these from the test directives (§5.1); "csv" has no dot there.
+# SWE-bench drops these from the test directives (get_test_directives); "csv" has no dot there.
 NON_TEST_SUFFIXES = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
 # Commits are made with fixed identities and dates, and git must not pick up
@@ -136,7 +136,7 @@ def pytest_command():
 # ------------------------------------------------------------- SWE-bench bits
 
 def test_directives(test_patch):
-    """Paths SWE-bench passes to the test command (§5.1)."""
+    """Paths SWE-bench passes to the test command (its get_test_directives)."""
     paths = re.findall(r"diff --git a/.* b/(.*)", test_patch)
     return [p for p in paths if not p.endswith(NON_TEST_SUFFIXES)]
 
@@ -157,7 +157,7 @@ def is_test_path(path):
 
 
 def parse_log_pytest(text):
-    """SWE-bench v5 parse_log_pytest (§7.3): test id -> status."""
+    """SWE-bench v5 parse_log_pytest: test id -> status."""
     status = {}
     for line in text.split("\n"):
         if not line.startswith(STATUS_WORDS):
@@ -174,7 +174,12 @@ def parse_log_pytest(text):
 
 
 def grade(row, status, exit_code):
-    """v5 grading (§8.1, §8.2, §7.2 step 6) -> dict with resolution details."""
+    """v5 grading -> dict with resolution details.
+
+    PASSED/XFAIL fix a FAIL_TO_PASS test, SKIPPED also keeps a PASS_TO_PASS test; a non-zero
+    exit code with results but no FAILED/ERROR status makes the log ungradeable (v5's
+    get_logs_eval).
+    """
     if exit_code not in (0, None) and status and not any(v in ("FAILED", "ERROR") for v in status.values()):
         return {"gradeable": False, "resolved": False, "f2p_ok": 0, "p2p_ok": 0}
     passed = lambda t: status.get(t) in ("PASSED", "XFAIL")
@@ -361,7 +366,7 @@ def evaluate_prediction(checkout, row, model_patch, hardened):
 
 
 def fuzzy_apply_fails(checkout, row, model_patch):
-    """True when SWE-bench v5's later apply attempts fail too (§6 step 6)."""
+    """True when SWE-bench v5's later apply attempts fail too (chain: docs/harness.md)."""
     checkout.reset(row["base_commit"])
     if git_ok(checkout.path, "apply", "--check", "--3way", "-", stdin=model_patch):
         return False

@@ -1,5 +1,6 @@
-//! SWE-bench 5's patch-application chain (spec §6 step 6): four commands tried in order with a
-//! reset between attempts, then a reverse check that accepts an already-applied patch.
+//! SWE-bench 5's patch-application chain (as its `run_instance` applies a prediction; listed in
+//! `docs/harness.md`, "Procedure per instance"): four commands tried in order with a reset
+//! between attempts, then a reverse check that accepts an already-applied patch.
 
 use swerve_sandbox::{Container, ExecRequest};
 

@@ -1,5 +1,5 @@
-//! `trainer loss --case FILE.json`: evaluate a worked GRPO case file (grpo.md §12.6) and print
-//! the losses.
+//! `trainer loss --case FILE.json`: evaluate a worked GRPO case file (layout:
+//! [`crate::grpo::case::CaseFile`]) and print the losses.
 //!
 //! The output is one JSON object on one line, keyed by case name (sorted). Each value holds the
 //! accumulated loss per loss type under `grpo`, `bnpo`, `dr_grpo` and `dapo`, plus

@@ -1,4 +1,4 @@
-//! Group statistics and advantages (grpo.md §4).
+//! Group statistics and advantages, as TRL's `GRPOTrainer` computes them.
 //!
 //! Completions come in groups of `num_generations` (G) consecutive entries, one group per prompt.
 //! With `r` the aggregated rewards (NaN = no reward, see [`rewards`](super::rewards)):
@@ -39,7 +39,7 @@ pub enum ScaleRewards {
 }
 
 impl ScaleRewards {
-    /// The three modes, in the order of grpo.md's tables.
+    /// The three modes: `group`, `batch`, `none`.
     pub const ALL: [ScaleRewards; 3] =
         [ScaleRewards::Group, ScaleRewards::Batch, ScaleRewards::None];
 
@@ -144,8 +144,9 @@ impl GroupStats {
     /// `frac_reward_zero_std`: the fraction of completions whose **group** std is close to 0
     /// (`torch.isclose`); a NaN std (a group with fewer than two rewards) does not count.
     ///
-    /// This follows grpo.md §4 and is the same for every `scale_rewards` mode. (TRL 1.16 tests the
-    /// std it divides by, which under `scale_rewards = "batch"` is the batch std.)
+    /// It always uses the group std, so it does not depend on the `scale_rewards` mode (a
+    /// deliberate difference: TRL 1.16 tests the std it divides by, which under
+    /// `scale_rewards = "batch"` is the batch std).
     pub fn frac_reward_zero_std(&self) -> f64 {
         let zero = self
             .group_std

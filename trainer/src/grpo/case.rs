@@ -1,4 +1,4 @@
-//! Worked GRPO cases: the JSON layout of grpo.md §12.6 and its evaluation.
+//! Worked GRPO cases: their JSON layout (the types below) and its evaluation.
 //!
 //! A case file describes one generation batch (config, inputs, optionally the expected reward
 //! side) and a list of cases, each a way of computing the loss over it (on- or off-policy, ε, β,
@@ -24,7 +24,7 @@ use super::rewards;
 /// A matrix: one row per completion, one column per token position.
 pub type Matrix = Vec<Vec<f64>>;
 
-/// One case file (grpo.md §12.6).
+/// One case file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseFile {
     /// The file's name.

@@ -1,5 +1,5 @@
 //! [`GrpoConfig`]: the GRPO training settings under TRL's names and with TRL 1.16.0's defaults
-//! (`GRPOConfig` plus the inherited `TrainingArguments`, grpo.md §2 and §10), read from TOML.
+//! (`GRPOConfig` plus the inherited `TrainingArguments`), read from TOML.
 //!
 //! A TRL user recognises every knob: the TOML keys are exactly TRL's argument names, and a key
 //! that is left out takes TRL's default. Unknown keys are rejected (a misspelt `epsilon_hgih`
@@ -28,7 +28,7 @@ pub enum LrSchedulerType {
     ConstantWithWarmup,
 }
 
-/// How several reward functions are combined (`multi_objective_aggregation`, grpo.md §3).
+/// How several reward functions are combined (`multi_objective_aggregation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MultiObjectiveAggregation {
@@ -97,7 +97,7 @@ pub struct GrpoConfig {
     /// Turn dropout off in the policy and reference models. Default false.
     pub disable_dropout: bool,
 
-    // ---- generation (grpo.md §1–§2) ----
+    // ---- generation: batch shape and sampling ----
     /// Completions per prompt, G (at least 2). Default 8.
     pub num_generations: usize,
     /// Maximum new tokens per completion, L (also the `dr_grpo` constant). Default 512.
@@ -119,7 +119,7 @@ pub struct GrpoConfig {
     /// Repetition penalty; 1.0 is off. Default 1.0.
     pub repetition_penalty: f64,
 
-    // ---- objective (grpo.md §3–§8) ----
+    // ---- objective: rewards, advantages, clipping, KL, loss reduction ----
     /// KL coefficient β; 0 means no reference model and no KL term. Default **0.0**.
     pub beta: f64,
     /// Lower clip ε_low (and upper clip when `epsilon_high` is unset). Default 0.2.

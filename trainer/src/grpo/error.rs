@@ -72,7 +72,7 @@ pub enum GrpoError {
         #[source]
         source: std::io::Error,
     },
-    /// A case file is not valid JSON in the layout of grpo.md §12.6.
+    /// A case file is not valid JSON in the layout of [`crate::grpo::case::CaseFile`].
     #[error("cannot parse GRPO case file {path}")]
     ParseCase {
         /// The file.

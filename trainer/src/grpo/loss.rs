@@ -1,6 +1,6 @@
-//! The per-token GRPO loss, its gradient, its four normalisations and the loss-side metrics
-//! (grpo.md §5–§9), as exact `f64` math over plain row-major matrices: one `Vec<f64>` per
-//! completion, one entry per completion token position.
+//! The per-token GRPO loss, its gradient, its four normalisations and the loss-side metrics, as
+//! TRL 1.16.0's `GRPOTrainer` computes them, in exact `f64` math over plain row-major matrices:
+//! one `Vec<f64>` per completion, one entry per completion token position.
 //!
 //! # Per token (TRL, `importance_sampling_level = "token"`)
 //!
@@ -13,7 +13,7 @@
 //!            A < 0)  +  β · (1 − exp(ref − logp))   or, bias-corrected, β · r · (1 − exp(ref − logp) + k3)
 //! ```
 //!
-//! # Per micro-batch ([`LossType`], grpo.md §7)
+//! # Per micro-batch ([`LossType`])
 //!
 //! With `M` the completion mask, `B` the micro-batch's number of completions, `L` =
 //! `max_completion_length`, `GAS` = `gradient_accumulation_steps`, `SPG` =
@@ -66,7 +66,7 @@ pub enum LossType {
 }
 
 impl LossType {
-    /// The four loss types, in the order of grpo.md's tables (and of [`LossReport::by_type`]).
+    /// The four loss types, in the order of the table above (and of [`LossReport::by_type`]).
     pub const ALL: [LossType; 4] = [
         LossType::Grpo,
         LossType::Bnpo,
@@ -207,7 +207,8 @@ pub fn token_terms(
     }
 }
 
-/// Where the sampling policy's log-probs come from (grpo.md §8).
+/// Where the sampling policy's log-probs come from: the current ones, detached, when each batch
+/// is used once right after generating it; stored ones when it is reused.
 #[derive(Debug, Clone, Copy)]
 pub enum OldLogps<'a> {
     /// On-policy: `old_logp = logp.detach()`, so `r ≡ 1` but `dr/dlogp = 1`.
@@ -233,7 +234,8 @@ pub struct LossInputs<'a> {
     pub advantages: &'a [f64],
 }
 
-/// The constants by which the summed per-token losses are divided (grpo.md §7).
+/// The constants by which the summed per-token losses are divided (see the per-micro-batch
+/// table in the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Normalisation {
     /// L, `max_completion_length` (the `dr_grpo` constant).
@@ -393,7 +395,7 @@ pub struct LossTypeReport {
     pub grad_wrt_cur_logps: Vec<Vec<f64>>,
 }
 
-/// The loss-side metrics, masked means over every token of the micro-batches (grpo.md §9).
+/// The loss-side metrics under TRL's names, masked means over every token of the micro-batches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LossMetrics {
     /// `clip_ratio/low_mean`: share of tokens with `r < 1 − ε_low` and `A < 0`.
@@ -769,7 +771,7 @@ mod tests {
             assert!(weights[2].iter().all(|w| *w == 0.0));
             assert_eq!(weights[1][1], 0.0);
         }
-        // The constants themselves, per grpo.md §7.
+        // The constants themselves, per the module docs' table.
         assert_eq!(
             n.token_weights(LossType::Grpo, &mask)[0][0],
             1.0 / 3.0 / 3.0 / 2.0

@@ -1,5 +1,5 @@
-//! The reward- and completion-side metrics of a generation batch, under TRL's names (grpo.md
-//! §9). The loss-side metrics (`clip_ratio/*`, `kl`) come from
+//! The reward- and completion-side metrics of a generation batch, under the names TRL logs them
+//! with. The loss-side metrics (`clip_ratio/*`, `kl`) come from
 //! [`LossMetrics`](super::loss::LossMetrics).
 
 use std::collections::BTreeMap;

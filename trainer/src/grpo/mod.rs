@@ -1,4 +1,4 @@
-//! The GRPO objective as exact, tested `f64` math, following TRL 1.16.0 (grpo.md).
+//! The GRPO objective as exact, tested `f64` math, following TRL 1.16.0's `GRPOTrainer`.
 //!
 //! The flow of one generation batch, each step a module:
 //!
@@ -8,9 +8,9 @@
 //!    per micro-batch by one of four [`LossType`]s; plus the clip and KL metrics.
 //! 4. [`metrics`]: reward and completion metrics under TRL's names.
 //!
-//! [`config`] reads TRL's settings from TOML; [`case`] evaluates the worked-example files of
-//! grpo.md §12.6. Nothing here depends on dfdx: the training step mirrors these formulas and
-//! takes its per-token weights from [`loss::Normalisation::token_weights`].
+//! [`config`] reads TRL's settings from TOML; [`case`] evaluates worked-example files (its
+//! module docs give their layout). Nothing here depends on dfdx: the training step mirrors these
+//! formulas and takes its per-token weights from [`loss::Normalisation::token_weights`].
 
 pub mod advantages;
 pub mod case;

@@ -1,4 +1,4 @@
-//! Aggregation of several reward functions into one reward per completion (grpo.md §3,
+//! Aggregation of several reward functions into one reward per completion (TRL's
 //! `multi_objective_aggregation = "sum_then_normalize"`).
 //!
 //! A reward function may answer None ("not applicable") for a completion. The aggregate is TRL's

@@ -1,9 +1,9 @@
 //! Runtime-shaped parameters of a Llama/Qwen2 causal LM, their Hugging Face names, and AdamW.
 //!
 //! dfdx 0.13's `nn` modules need compile-time sizes, so the weights live in plain
-//! `(usize,)`/`(usize, usize)` tensors held by these structs (grpo.md §14.2), and parameter
-//! iteration, initialisation and the optimiser step are written here instead of dfdx's
-//! `TensorCollection` machinery.
+//! `(usize,)`/`(usize, usize)` tensors held by these structs (one build serves every
+//! `config.json`), and parameter iteration, initialisation and the optimiser step are written
+//! here instead of dfdx's `TensorCollection` machinery.
 
 use std::collections::BTreeMap;
 

@@ -1,9 +1,9 @@
 //! Reading and writing weights in Hugging Face's safetensors layout.
 //!
 //! dfdx's own loader reinterprets bytes as the target dtype without checking the stored dtype
-//! and reads only single files (grpo.md §14.2), so this module parses the files with the
-//! `safetensors` crate, converts f32, bf16, f16 and f64 to f32 itself, and follows
-//! `model.safetensors.index.json` for sharded checkpoints. Files are read whole into memory.
+//! (a bf16 checkpoint loaded into f32 panics) and reads only single files, so this module parses
+//! the files with the `safetensors` crate, converts f32, bf16, f16 and f64 to f32 itself, and
+//! follows `model.safetensors.index.json` for sharded checkpoints. Files are read whole into memory.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

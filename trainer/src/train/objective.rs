@@ -1,5 +1,5 @@
-//! The GRPO loss of one micro-batch on dfdx tensors (grpo.md §6–§7), mirroring the `f64`
-//! reference in [`crate::grpo::loss`]:
+//! The GRPO loss of one micro-batch on dfdx tensors (clipped surrogate, KL term, weighted sum),
+//! mirroring the `f64` reference in [`crate::grpo::loss`]:
 //!
 //! ```text
 //! r   = exp(logp − old_logp)                      old_logp = logp's values (detached) on-policy

@@ -1,7 +1,7 @@
 //! The model's blocks composed from dfdx 0.13 operations: what the CUDA device runs, and the
 //! reference the fused CPU kernels are tested against.
 //!
-//! Invariants that keep dfdx 0.13's CPU backward correct (grpo.md §14.2):
+//! Invariants that keep dfdx 0.13's CPU backward correct (see [`crate::model::forward`]):
 //! - no `slice`: RoPE uses `roll` with a signed sine table;
 //! - a tensor used twice is reused through `retaped`, so each use adds into the same gradient.
 
