@@ -213,8 +213,7 @@ async fn remove_container(docker: &bollard::Docker, id: &str, limit: Duration) -
             let e = DockerError::from(e);
             if is_not_found(&e) {
                 Ok(())
-            } else if e.status_code() == Some(409) && e.to_string().contains("already in progress")
-            {
+            } else if is_removal_conflict(&e) {
                 // Another client (a killed harness's last request, or a concurrent sweep) is
                 // removing it: done once the engine no longer knows the container.
                 wait_until_gone(docker, id, limit)
@@ -231,6 +230,17 @@ async fn remove_container(docker: &bollard::Docker, id: &str, limit: Duration) -
             }
         }
     }
+}
+
+/// True when the engine refused a forced removal with 409 Conflict, which means that another
+/// removal of the same container is under way ("removal of container … is already in progress").
+///
+/// The status is the whole signal: Docker's error body carries only a human-readable message, no
+/// error code, and its wording is not part of the API. With `force: true` the other removal
+/// conflict (a running container) cannot happen; should the engine answer 409 for some other
+/// reason, waiting for the container to disappear only delays the same error by the wait's limit.
+fn is_removal_conflict(error: &DockerError) -> bool {
+    error.status_code() == Some(409)
 }
 
 /// Polls until the engine answers 404 for `id`; `Err` if it still exists after `limit`.
@@ -704,8 +714,8 @@ impl Drop for Container {
                 let runtime = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|source| Error::Io {
-                        path: PathBuf::from("<tokio runtime>"),
+                    .map_err(|source| Error::RemovalRuntime {
+                        container: id.clone(),
                         source,
                     })?;
                 runtime.block_on(async {
@@ -733,6 +743,39 @@ impl Drop for Container {
                 tracing::error!(container = %self.id, error = %e, "cannot remove container on drop; run a sweep")
             }
             Err(_) => tracing::error!(container = %self.id, "the removal thread panicked"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(status_code: u16, message: &str) -> DockerError {
+        DockerError::from(bollard::errors::Error::DockerResponseServerError {
+            status_code,
+            message: message.to_owned(),
+        })
+    }
+
+    #[test]
+    fn only_a_conflict_counts_as_a_removal_in_progress() {
+        let cases = [
+            (
+                server_error(409, "removal of container abc is already in progress"),
+                true,
+            ),
+            // The status decides, not the engine's wording.
+            (server_error(409, "conflict"), true),
+            (server_error(404, "No such container: abc"), false),
+            (
+                server_error(500, "removal of container abc is already in progress"),
+                false,
+            ),
+            (DockerError::other("connection reset"), false),
+        ];
+        for (error, expected) in cases {
+            assert_eq!(is_removal_conflict(&error), expected, "{error}");
         }
     }
 }

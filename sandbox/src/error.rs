@@ -180,6 +180,15 @@ pub enum Error {
         #[source]
         source: DockerError,
     },
+    /// The runtime that removes a dropped container on its own thread could not be started.
+    #[error("cannot start the runtime that removes dropped container {container}")]
+    RemovalRuntime {
+        /// The container id.
+        container: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// Listing containers for a sweep failed.
     #[error("cannot list swerve containers")]
     List {

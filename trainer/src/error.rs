@@ -85,6 +85,16 @@ pub enum Error {
         #[source]
         source: tokenizers::Error,
     },
+    /// The tokenizer could not be trained or written (the bundled run trains one when the asset
+    /// is missing).
+    #[error("cannot train the tokenizer into {path}")]
+    TokenizerTrain {
+        /// The `tokenizer.json` being written.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// Text could not be encoded or ids decoded.
     #[error("tokenizer failed to {operation}")]
     Tokenize {
@@ -100,6 +110,22 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// The model was given input it cannot run, in training or generation: ids or a mask that
+    /// do not fill the batch's shape, a token id outside the vocabulary, a completion start
+    /// outside the sequence, a non-positive log-prob temperature, a KV cache of another batch.
+    #[error("model input: {reason}")]
+    ModelInput {
+        /// What was wrong.
+        reason: String,
+    },
+    /// The process-wide CPU thread pool could not be set up (it already exists, or a worker
+    /// thread could not be spawned).
+    #[error("cannot set up the CPU thread pool")]
+    ThreadPool {
+        /// The cause.
+        #[source]
+        source: rayon::ThreadPoolBuildError,
+    },
     /// A checkpoint directory is incomplete or inconsistent.
     #[error("checkpoint {path}: {reason}")]
     Checkpoint {
@@ -108,9 +134,28 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// A training data file (tasks, prompt/completion pairs) has a line that does not parse.
+    /// A task file could not be read as dataset rows.
+    #[error("cannot read tasks from {}", path.display())]
+    Dataset {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: swerve_swebench::dataset::DatasetError,
+    },
+    /// A training data file (prompt/completion pairs) has a line that does not parse.
     #[error("{path}, line {line}: {reason}")]
     Data {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A metrics log (`metrics.jsonl`) has a line that is not one step's metrics.
+    #[error("metrics log {path}, line {line}: {reason}")]
+    MetricsLog {
         /// The file.
         path: PathBuf,
         /// The 1-based line number.
@@ -121,6 +166,25 @@ pub enum Error {
     /// The GRPO settings are invalid.
     #[error("GRPO settings")]
     GrpoConfig(#[source] crate::grpo::GrpoError),
+    /// A generation batch's rewards or completions do not fit together (a reward function
+    /// returned the wrong number of scores, a group is incomplete).
+    #[error("GRPO generation batch {generation}")]
+    GrpoBatch {
+        /// The batch's counter (0 for the run's first).
+        generation: u64,
+        /// The cause.
+        #[source]
+        source: crate::grpo::GrpoError,
+    },
+    /// A settings file is not valid TOML.
+    #[error("cannot parse the settings in {}", path.display())]
+    Settings {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error, with the line and column.
+        #[source]
+        source: Box<toml::de::Error>,
+    },
     /// A training run was asked for something it cannot do (settings, resume state, shapes).
     #[error("training: {reason}")]
     Training {

@@ -32,7 +32,7 @@ enum Command {
     Generate(GenerateArgs),
     /// Evaluate a GRPO worked-example case file and print the losses as JSON
     Loss {
-        /// The case file (grpo.md §12.6)
+        /// The case file (JSON in the layout of the trainer's `grpo::case` module)
         #[arg(long)]
         case: PathBuf,
     },
@@ -100,7 +100,7 @@ fn main() -> ExitCode {
         )
         .init();
     if let Err(err) = swerve_trainer::runtime::init() {
-        eprintln!("error: {err:#}");
+        eprintln!("error: {:#}", anyhow::Error::new(err));
         return ExitCode::FAILURE;
     }
     let result = match cli.command {

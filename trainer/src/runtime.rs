@@ -43,7 +43,7 @@ pub fn init() -> Result<()> {
     } else {
         builder
     };
-    builder.build_global().map_err(|e| Error::Generation {
-        reason: format!("cannot set up the CPU thread pool: {e}"),
-    })
+    builder
+        .build_global()
+        .map_err(|source| Error::ThreadPool { source })
 }

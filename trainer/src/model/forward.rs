@@ -6,7 +6,9 @@
 //! themselves come from the device's [`Kernels`]: fused one-pass kernels on the CPU, dfdx's
 //! operations elsewhere (or on the CPU with [`KernelMode::Reference`]).
 //!
-//! Invariants that keep dfdx 0.13's CPU backward correct (grpo.md §14.2):
+//! Invariants that keep dfdx 0.13's CPU backward correct (its CPU `slice` backward assigns the
+//! gradient instead of adding it, losing what other uses accumulated, and a `concat_along` of a
+//! tensor with itself panics in backward):
 //! - no `slice` anywhere: RoPE uses `roll` with a signed sine table, and the completion positions
 //!   are picked with `gather`, whose backward accumulates;
 //! - no `concat_along` on the training path (the KV cache concatenates, but only without a tape);
@@ -54,7 +56,7 @@ impl TokenBatch {
     /// both `rows × cols` row-major. Padding may be on either side of each row.
     pub fn new(ids: Vec<u32>, mask: Vec<bool>, rows: usize, cols: usize) -> Result<Self> {
         if rows == 0 || cols == 0 || ids.len() != rows * cols || mask.len() != rows * cols {
-            return Err(Error::Generation {
+            return Err(Error::ModelInput {
                 reason: format!(
                     "a {rows}×{cols} batch needs {} ids and mask entries, got {} and {}",
                     rows * cols,
@@ -107,7 +109,8 @@ impl TokenBatch {
     }
 }
 
-/// Per-token log-probabilities and entropies of a batch's completion tokens (grpo.md §5).
+/// Per-token log-probabilities and entropies of a batch's completion tokens (the GRPO loss's
+/// `logp` and TRL's entropy metric).
 #[derive(Debug)]
 pub struct TokenLogps<E: Dtype, D: Device<E>, T> {
     /// `[rows, completion_len]` log-probabilities of the target tokens, on tape `T`.
@@ -217,12 +220,12 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     ) -> Result<TokenLogps<E, D, T>> {
         let (b, s, d) = (batch.rows, batch.cols, self.config.hidden_size);
         if start == 0 || start >= s {
-            return Err(Error::Generation {
+            return Err(Error::ModelInput {
                 reason: format!("completion_start {start} must be in 1..{s}"),
             });
         }
         if temperature.is_nan() || temperature <= 0.0 {
-            return Err(Error::Generation {
+            return Err(Error::ModelInput {
                 reason: format!("temperature {temperature} must be positive"),
             });
         }
@@ -241,7 +244,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             })
             .collect();
         if let Some(&bad) = targets.iter().find(|&&t| t >= self.config.vocab_size) {
-            return Err(Error::Generation {
+            return Err(Error::ModelInput {
                 reason: format!("token id {bad} is outside the vocabulary"),
             });
         }
@@ -262,7 +265,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     ) -> Result<T2<E, D, NoneTape>> {
         let (b, s) = (batch.rows, batch.cols);
         if cache.rows != b {
-            return Err(Error::Generation {
+            return Err(Error::ModelInput {
                 reason: format!("cache has {} rows, batch has {b}", cache.rows),
             });
         }

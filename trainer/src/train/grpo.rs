@@ -1,4 +1,4 @@
-//! The GRPO training loop (grpo.md §1): sample G completions per prompt with the policy, score
+//! The GRPO training loop, as TRL's `GRPOTrainer` runs it: sample G completions per prompt with the policy, score
 //! them with the reward functions, turn rewards into group advantages, and update the policy
 //! with the clipped, optionally KL-penalised objective of [`super::objective`], normalised by
 //! the configured `loss_type`.
@@ -9,7 +9,7 @@
 //! `num_iterations` (μ) times; an optimiser step follows every `gradient_accumulation_steps`
 //! micro-batches. Old log-probs are computed right after generation only when the data is
 //! reused after an optimiser step (`gradient_accumulation_steps % (steps_per_generation × μ) !=
-//! 0`); otherwise the ratio is taken against the detached current log-probs (§8). Reference
+//! 0`); otherwise the ratio is taken against the detached current log-probs. Reference
 //! log-probs are computed only when β > 0, with the frozen initial weights.
 //!
 //! Reproducibility: every random choice (the prompt order of each epoch, the sampling of each
@@ -27,7 +27,7 @@ use rand::{SeedableRng, rngs::StdRng};
 use swerve_host::{Execution, Sample};
 
 use super::batch::{Packed, pack};
-use super::data::{PromptStyle, TaskRow};
+use super::data::PromptStyle;
 use super::metrics_log::StepMetrics;
 use super::objective::{MicroBatch, ObjectiveSums, grpo_loss};
 use super::patch::completion_patch;
@@ -36,14 +36,15 @@ use super::schedule::Schedule;
 use super::state::RunState;
 use super::{MetricsAccumulator, RunOutput, derive_seed};
 use crate::error::{Error, Result};
-use crate::generate::{SamplingConfig, generate_streaming};
+use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
 use crate::grpo::advantages::TRL_STD_EPS;
 use crate::grpo::config::MultiObjectiveAggregation;
 use crate::grpo::loss::ObjectiveParams;
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
-use crate::grpo::{GroupStats, GrpoConfig, rewards};
+use crate::grpo::{GroupStats, GrpoConfig, GrpoError, Normalisation, rewards};
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
 use crate::tokenizer::Tokenizer;
+use swerve_swebench::Instance;
 
 /// Seed streams: each kind of random choice has its own generator.
 const STREAM_PROMPTS: u64 = 1;
@@ -53,7 +54,7 @@ const STREAM_SHUFFLE: u64 = 3;
 /// What a GRPO run works on: the tasks, how they become prompts, and who scores the answers.
 pub struct GrpoInputs<'a> {
     /// The tasks (one prompt each).
-    pub tasks: &'a [TaskRow],
+    pub tasks: &'a [Instance],
     /// How a task becomes a prompt.
     pub prompt_style: PromptStyle,
     /// The policy's tokenizer.
@@ -73,6 +74,61 @@ struct BufferedMicroBatch {
     advantages: Vec<f64>,
     old_logps: Option<Vec<f64>>,
     ref_logps: Option<Vec<f64>>,
+}
+
+/// A sampled and scored generation batch, row by row (row `i` is completion `i % G` of the
+/// batch's prompt `i / G`), before it is shuffled into micro-batches.
+struct ScoredBatch {
+    prompts: Vec<Vec<u32>>,
+    completions: Vec<Vec<u32>>,
+    advantages: Vec<f64>,
+    /// Rows the loss ignores ([`GrpoTrainer::loss_masked`]).
+    masked: Vec<bool>,
+}
+
+/// `--execute`: hands each completion's patch to the executor as soon as sampling reports the
+/// completion final, and keeps the pending executions in row order.
+struct ExecutionSubmitter<'s> {
+    executor: &'s dyn Executor,
+    inputs: &'s GrpoInputs<'s>,
+    /// The task of each row.
+    tasks: &'s [usize],
+    pending: Vec<Option<PendingExecution>>,
+    /// The error of the last completion that could not be decoded: sampling cannot be stopped
+    /// from its callback, so the error is reported once sampling returns.
+    decode_error: Option<Error>,
+}
+
+impl<'s> ExecutionSubmitter<'s> {
+    fn new(executor: &'s dyn Executor, inputs: &'s GrpoInputs<'s>, tasks: &'s [usize]) -> Self {
+        Self {
+            executor,
+            inputs,
+            tasks,
+            pending: (0..tasks.len()).map(|_| None).collect(),
+            decode_error: None,
+        }
+    }
+
+    /// Starts executing the patch of `row`'s final `completion`.
+    fn submit(&mut self, row: usize, completion: &[u32]) {
+        match self.inputs.tokenizer.decode(completion, true) {
+            Ok(text) => {
+                let task = &self.inputs.tasks[self.tasks[row]];
+                let patch = completion_patch(task, &text).unwrap_or_default();
+                self.pending[row] = Some(self.executor.submit(task, &patch));
+            }
+            Err(e) => self.decode_error = Some(e),
+        }
+    }
+
+    /// The pending execution of every row, or the decoding error.
+    fn finish(self) -> Result<Vec<Option<PendingExecution>>> {
+        match self.decode_error {
+            Some(e) => Err(e),
+            None => Ok(self.pending),
+        }
+    }
 }
 
 /// A GRPO run in progress: the policy, the optimiser, the frozen reference and the counters.
@@ -269,15 +325,45 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
 
     /// Samples, scores and buffers one generation batch; records the reward and completion
     /// metrics in `acc`.
+    ///
+    /// The phases run in this order (and draw their random numbers from their own seeded
+    /// streams): sampling, scoring, the completion metrics, then the shuffle into micro-batches.
     fn generate_batch(&mut self, acc: &mut MetricsAccumulator) -> Result<()> {
+        let tasks = self.batch_tasks();
+        let prompts: Vec<Vec<u32>> = tasks.iter().map(|&t| self.prompts[t].clone()).collect();
+        let (generation, executions) = self.sample_completions(&tasks, &prompts)?;
+        let texts = generation
+            .completions
+            .iter()
+            .map(|c| self.inputs.tokenizer.decode(c, true))
+            .collect::<Result<Vec<_>>>()?;
+        let advantages = self.advantages(&tasks, &texts, executions, acc)?;
+        self.record_completions(&prompts, &generation, acc)?;
+        let masked = self.loss_masked(&generation.finished);
+        self.buffer_micro_batches(&ScoredBatch {
+            prompts,
+            completions: generation.completions,
+            advantages,
+            masked,
+        })?;
+        self.state.generation += 1;
+        Ok(())
+    }
+
+    /// The task of every row of the current generation batch: each of its prompts `G` times in
+    /// a row.
+    fn batch_tasks(&self) -> Vec<usize> {
         let g = self.config.num_generations;
         let per_gen = self.prompts_per_generation();
         let first = self.state.generation * per_gen as u64;
-        let tasks: Vec<usize> = (0..per_gen as u64)
+        (0..per_gen as u64)
             .flat_map(|j| std::iter::repeat_n(self.task_of(first + j), g))
-            .collect();
-        let prompts: Vec<Vec<u32>> = tasks.iter().map(|&t| self.prompts[t].clone()).collect();
-        let sampling = SamplingConfig {
+            .collect()
+    }
+
+    /// The sampling settings of the current generation batch, seeded with its counter.
+    fn sampling_config(&self) -> SamplingConfig {
+        SamplingConfig {
             temperature: self.config.temperature,
             top_p: self.config.top_p,
             top_k: self.config.top_k,
@@ -285,42 +371,42 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             eos_token_ids: self.policy.config.eos_token_ids.clone(),
             pad_token_id: self.pad,
             seed: derive_seed(self.config.seed, STREAM_SAMPLING, self.state.generation),
-        };
-        // Each completion goes to the executor (when there is one) as soon as it is final, so
-        // that its sandbox runs while the other rows are still being sampled.
-        let mut pending: Vec<Option<PendingExecution>> = (0..tasks.len()).map(|_| None).collect();
-        let mut decode_error = None;
-        let generation = {
-            let tokenizer = self.inputs.tokenizer;
-            let executor = self.inputs.executor;
-            let all_tasks = self.inputs.tasks;
-            let mut on_done = |row: usize, completion: &[u32]| {
-                let Some(executor) = executor else { return };
-                match tokenizer.decode(completion, true) {
-                    Ok(text) => {
-                        let task = &all_tasks[tasks[row]];
-                        let patch = completion_patch(task, &text).unwrap_or_default();
-                        pending[row] = Some(executor.submit(task, &patch));
-                    }
-                    Err(e) => decode_error = Some(e),
-                }
-            };
-            generate_streaming(&self.policy, &prompts, &sampling, &mut on_done)?
-        };
-        if let Some(e) = decode_error {
-            return Err(e);
         }
-        let texts = generation
-            .completions
-            .iter()
-            .map(|c| self.inputs.tokenizer.decode(c, true))
-            .collect::<Result<Vec<_>>>()?;
+    }
 
-        // Rewards.
+    /// Samples a completion for every row. With an executor (`--execute`), each completion
+    /// goes to it as soon as it is final, so that its sandbox runs while the other rows are
+    /// still being sampled; without one, the executions are all `None`.
+    fn sample_completions(
+        &self,
+        tasks: &[usize],
+        prompts: &[Vec<u32>],
+    ) -> Result<(Generation, Vec<Option<PendingExecution>>)> {
+        let sampling = self.sampling_config();
+        let Some(executor) = self.inputs.executor else {
+            let generation = generate(&self.policy, prompts, &sampling)?;
+            return Ok((generation, (0..tasks.len()).map(|_| None).collect()));
+        };
+        let mut submitter = ExecutionSubmitter::new(executor, &self.inputs, tasks);
+        let generation = generate_streaming(&self.policy, prompts, &sampling, &mut |row, c| {
+            submitter.submit(row, c)
+        })?;
+        Ok((generation, submitter.finish()?))
+    }
+
+    /// Scores every row with the reward functions (waiting for its execution first, when it
+    /// has one) and turns the rewards into group advantages; records the reward metrics.
+    fn advantages(
+        &self,
+        tasks: &[usize],
+        texts: &[String],
+        executions: Vec<Option<PendingExecution>>,
+        acc: &mut MetricsAccumulator,
+    ) -> Result<Vec<f64>> {
         let samples: Vec<Sample> = tasks
             .iter()
-            .zip(&texts)
-            .zip(pending)
+            .zip(texts)
+            .zip(executions)
             .enumerate()
             .map(|(i, ((&t, text), execution))| {
                 self.sample(t, i, text, execution.map(PendingExecution::wait))
@@ -328,83 +414,122 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             .collect();
         let per_func = self.inputs.rewards.score(&samples)?;
         let weights = self.inputs.rewards.weights();
-        rewards::check_shape(&per_func, &weights).map_err(Error::GrpoConfig)?;
+        rewards::check_shape(&per_func, &weights).map_err(|e| self.batch_error(e))?;
         let aggregated = rewards::aggregate(&per_func, &weights);
-        let stats = GroupStats::new(&aggregated, g).map_err(Error::GrpoConfig)?;
+        let stats = GroupStats::new(&aggregated, self.config.num_generations)
+            .map_err(|e| self.batch_error(e))?;
         let advantages = stats.advantages(self.config.scale_rewards, TRL_STD_EPS);
-        let lengths: Vec<usize> = generation.completions.iter().map(Vec::len).collect();
-        let truncated: Vec<bool> = generation.finished.iter().map(|f| !f).collect();
         acc.record_all(reward_metrics(
             &stats,
             &per_func,
             &self.inputs.rewards.names(),
         ));
-        acc.record_all(completion_metrics(&lengths, &truncated).map_err(Error::GrpoConfig)?);
+        Ok(advantages)
+    }
+
+    /// Records the completion metrics and counts the batch's prompt and completion tokens.
+    fn record_completions(
+        &mut self,
+        prompts: &[Vec<u32>],
+        generation: &Generation,
+        acc: &mut MetricsAccumulator,
+    ) -> Result<()> {
+        let lengths: Vec<usize> = generation.completions.iter().map(Vec::len).collect();
+        let truncated: Vec<bool> = generation.finished.iter().map(|f| !f).collect();
+        acc.record_all(completion_metrics(&lengths, &truncated).map_err(|e| self.batch_error(e))?);
         self.state.num_tokens += prompts
             .iter()
             .chain(&generation.completions)
             .map(|s| s.len() as u64)
             .sum::<u64>();
+        Ok(())
+    }
 
-        // Masks and the dapo normaliser over the whole generation batch.
+    /// The rows the loss ignores: completions cut off at `max_completion_length`, when
+    /// `mask_truncated_completions` is set.
+    fn loss_masked(&self, finished: &[bool]) -> Vec<bool> {
         let mask_truncated = self.config.mask_truncated_completions;
-        let masked = |i: usize| mask_truncated && truncated[i];
-        let num_items: f64 = (0..tasks.len())
-            .filter(|&i| !masked(i))
-            .map(|i| lengths[i] as f64)
+        finished.iter().map(|&f| mask_truncated && !f).collect()
+    }
+
+    /// Shuffles the batch's rows with the batch's own seed and buffers them as micro-batches of
+    /// `per_device_train_batch_size` rows.
+    fn buffer_micro_batches(&mut self, batch: &ScoredBatch) -> Result<()> {
+        // The dapo normaliser counts the unmasked tokens of the whole generation batch.
+        let num_items: f64 = batch
+            .completions
+            .iter()
+            .zip(&batch.masked)
+            .filter(|&(_, &masked)| !masked)
+            .map(|(c, _)| c.len() as f64)
             .sum();
         let norm = self.config.normalisation(num_items, 1);
-
-        // Shuffle and split into micro-batches.
-        let mut order: Vec<usize> = (0..tasks.len()).collect();
+        let mut order: Vec<usize> = (0..batch.completions.len()).collect();
         let mut rng = StdRng::seed_from_u64(derive_seed(
             self.config.seed,
             STREAM_SHUFFLE,
             self.state.generation,
         ));
         order.shuffle(&mut rng);
-        let bs = self.config.per_device_train_batch_size;
-        let need_old = need_old_logps(&self.config);
         self.buffer.clear();
-        for rows in order.chunks(bs) {
-            let pairs: Vec<(&[u32], &[u32])> = rows
-                .iter()
-                .map(|&i| (prompts[i].as_slice(), generation.completions[i].as_slice()))
-                .collect();
-            let packed = pack(&pairs, self.pad)?;
-            let c = packed.completion_len;
-            let mut mask = packed.completion_mask.clone();
-            for (r, &i) in rows.iter().enumerate() {
-                if masked(i) {
-                    mask[r * c..(r + 1) * c].iter_mut().for_each(|m| *m = 0.0);
-                }
-            }
-            let mask_rows: Vec<Vec<f64>> = mask.chunks(c).map(<[f64]>::to_vec).collect();
-            let weights = norm
-                .token_weights(self.config.loss_type, &mask_rows)
-                .concat();
-            let temperature = self.config.temperature;
-            let logps_of = |model: &CausalLm<f32, D>| -> Result<Vec<f64>> {
-                let out = model.token_logps_no_grad(
-                    &packed.batch,
-                    packed.completion_start,
-                    temperature,
-                )?;
-                Ok(out.logps.as_vec().into_iter().map(f64::from).collect())
-            };
-            let old_logps = need_old.then(|| logps_of(&self.policy)).transpose()?;
-            let ref_logps = self.reference.as_ref().map(logps_of).transpose()?;
-            self.buffer.push(BufferedMicroBatch {
-                advantages: rows.iter().map(|&i| advantages[i]).collect(),
-                packed,
-                mask,
-                weights,
-                old_logps,
-                ref_logps,
-            });
+        for rows in order.chunks(self.config.per_device_train_batch_size) {
+            let micro_batch = self.micro_batch(batch, rows, &norm)?;
+            self.buffer.push(micro_batch);
         }
-        self.state.generation += 1;
         Ok(())
+    }
+
+    /// The micro-batch of `rows` of `batch`: packed sequences, loss mask, token weights, and
+    /// the old and reference log-probs when the loss needs them.
+    fn micro_batch(
+        &self,
+        batch: &ScoredBatch,
+        rows: &[usize],
+        norm: &Normalisation,
+    ) -> Result<BufferedMicroBatch> {
+        let pairs: Vec<(&[u32], &[u32])> = rows
+            .iter()
+            .map(|&i| (batch.prompts[i].as_slice(), batch.completions[i].as_slice()))
+            .collect();
+        let packed = pack(&pairs, self.pad)?;
+        let c = packed.completion_len;
+        let mut mask = packed.completion_mask.clone();
+        for (r, &i) in rows.iter().enumerate() {
+            if batch.masked[i] {
+                mask[r * c..(r + 1) * c].iter_mut().for_each(|m| *m = 0.0);
+            }
+        }
+        let mask_rows: Vec<Vec<f64>> = mask.chunks(c).map(<[f64]>::to_vec).collect();
+        let weights = norm
+            .token_weights(self.config.loss_type, &mask_rows)
+            .concat();
+        let temperature = self.config.temperature;
+        let logps_of = |model: &CausalLm<f32, D>| -> Result<Vec<f64>> {
+            let out =
+                model.token_logps_no_grad(&packed.batch, packed.completion_start, temperature)?;
+            Ok(out.logps.as_vec().into_iter().map(f64::from).collect())
+        };
+        let old_logps = need_old_logps(&self.config)
+            .then(|| logps_of(&self.policy))
+            .transpose()?;
+        let ref_logps = self.reference.as_ref().map(logps_of).transpose()?;
+        Ok(BufferedMicroBatch {
+            advantages: rows.iter().map(|&i| batch.advantages[i]).collect(),
+            packed,
+            mask,
+            weights,
+            old_logps,
+            ref_logps,
+        })
+    }
+
+    /// A generation batch's rewards or completions that do not fit together (a reward function
+    /// that returned the wrong number of scores, say).
+    fn batch_error(&self, source: GrpoError) -> Error {
+        Error::GrpoBatch {
+            generation: self.state.generation,
+            source,
+        }
     }
 
     /// The reward sample of completion `index` (of task `task`), with its execution result
@@ -508,7 +633,8 @@ pub fn generate_every(config: &GrpoConfig) -> u64 {
     (config.steps_per_generation() * config.num_iterations) as u64
 }
 
-/// Whether old log-probs are stored at generation time (grpo.md §8).
+/// Whether old log-probs are stored at generation time: only when a generation batch is still
+/// replayed after an optimiser step, so the policy that sampled it is gone by then.
 pub fn need_old_logps(config: &GrpoConfig) -> bool {
     !(config.gradient_accumulation_steps as u64).is_multiple_of(generate_every(config))
 }

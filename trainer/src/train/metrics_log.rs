@@ -1,5 +1,5 @@
 //! The metrics file of a training run: one JSON object per optimiser step, appended as the run
-//! goes, with `step` and every metric under its TRL name (grpo.md §9). A NaN metric (undefined,
+//! goes, with `step` and every metric under the name TRL logs it with. A NaN metric (undefined,
 //! e.g. a std over one value) is written as `null`.
 
 use std::collections::BTreeMap;
@@ -89,7 +89,7 @@ pub fn read(path: &Path) -> Result<Vec<StepMetrics>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let bad = |reason: String| Error::Data {
+        let bad = |reason: String| Error::MetricsLog {
             path: path.to_path_buf(),
             line: i + 1,
             reason,
