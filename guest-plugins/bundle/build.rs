@@ -1,28 +1,13 @@
 //! Builds every bundled plugin into `<target>/plugins/<name>.wasm`: the Rust guests with a nested
 //! `cargo build --target wasm32-wasip2` (own target folder, so it never waits on this build's
-//! lock), the Python guests with componentize-py when it is installed.
+//! lock), the Python guests with componentize-py when it is installed; then writes the table
+//! that embeds them in the library (`$OUT_DIR/embedded.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (cargo package, plugin name) of every Rust guest.
-const RUST_PLUGINS: &[(&str, &str)] = &[
-    ("swerve-plugin-swe-rl", "swe-rl"),
-    ("swerve-plugin-format", "format"),
-    ("swerve-plugin-tests-fixed", "tests-fixed"),
-    ("swerve-log-parsers", "swebench-parsers"),
-    ("swerve-plugin-rust-length", "rust-length"),
-    ("swerve-plugin-hostile", "hostile"),
-    ("swerve-plugin-hostile-imports", "hostile-imports"),
-];
-
-/// (source folder under guest-plugins/, module, plugin name, world) of every Python guest.
-const PYTHON_PLUGINS: &[(&str, &str, &str, &str)] = &[(
-    "examples/python-keywords",
-    "app",
-    "python-keywords",
-    "reward",
-)];
+// RUST_PLUGINS and PYTHON_PLUGINS: the one list of bundled plugins, shared with the library.
+include!("src/plugins.rs");
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -52,10 +37,33 @@ fn main() {
         root.join("Cargo.toml").display()
     );
     println!("cargo:rerun-if-env-changed=SWERVE_SKIP_PYTHON_PLUGINS");
-    println!("cargo:rustc-env=SWERVE_PLUGIN_DIR={}", plugins.display());
 
     build_rust(&root, &target.join("wasm-plugins"), &plugins);
     build_python(&root, &target.join("wasm-plugins"), &plugins);
+    write_embedded(&plugins, &out_dir.join("embedded.rs"));
+}
+
+/// Writes the table of embedded components: every bundled plugin that was built, its bytes
+/// included in the library (so an installed binary carries them) with their SHA-256 prefix.
+fn write_embedded(plugins: &Path, out: &Path) {
+    let names = RUST_PLUGINS
+        .iter()
+        .map(|(_, name)| *name)
+        .chain(PYTHON_PLUGINS.iter().map(|(_, _, name, _)| *name));
+    let mut table = String::from("&[\n");
+    for name in names {
+        let path = plugins.join(format!("{name}.wasm"));
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let digest = sha256_hex(&bytes);
+        table.push_str(&format!(
+            "    Embedded {{ name: {name:?}, sha256: {digest:?}, bytes: include_bytes!({path:?}) }},\n",
+            path = path.display().to_string(),
+        ));
+    }
+    table.push(']');
+    std::fs::write(out, table).unwrap_or_else(|e| panic!("cannot write {}: {e}", out.display()));
 }
 
 fn build_rust(root: &Path, wasm_target: &Path, plugins: &Path) {
@@ -140,4 +148,9 @@ fn copy_if_changed(from: &Path, to: &Path) {
     if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
         std::fs::write(to, &new).unwrap_or_else(|e| panic!("cannot write {}: {e}", to.display()));
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
 }

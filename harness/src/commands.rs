@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use swerve_harness::predictions::{self, Prediction};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
 use swerve_harness::run::source::{self, DatasetSource};
 use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
 use swerve_harness::{export, images};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
+use swerve_swebench::predictions::{self, Prediction};
 
 use crate::CacheArgs;
 
@@ -209,7 +209,7 @@ fn evaluator(
 ) -> anyhow::Result<swerve_host::EvaluatorPlugin> {
     let path = path
         .cloned()
-        .unwrap_or_else(|| swerve_plugins::bundled("swebench-parsers"));
+        .unwrap_or_else(|| swerve_host::bundled::expect("swebench-parsers"));
     crate::host(cache)?
         .load_evaluator(&path, &Default::default())
         .with_context(|| format!("cannot load the log parser {}", path.display()))

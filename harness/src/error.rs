@@ -1,6 +1,6 @@
 //! Errors of the harness's own operations (reading inputs, writing outputs, loading plugins).
-//! Grading and dataset errors live beside their modules (`grading::GradeError`,
-//! `dataset::DatasetError`).
+//! Grading and dataset errors live with the SWE-bench model (`swerve_swebench::grading::GradeError`,
+//! `swerve_swebench::dataset::DatasetError`), a run's in `run::RunError`.
 
 use std::path::PathBuf;
 

@@ -1,11 +1,11 @@
 //! `harness dataset export`: a dataset's rows as SWE-bench 5 rows, so that SWE-bench's own
 //! `run_evaluation` can evaluate them on the images `harness images build` makes.
 //!
-//! Every row gets the four v5 fields (spec §1): `image`, `eval_script`, `log_parser` and
-//! `eval_type`. A row that has a field keeps it; a missing one is filled from the row's
-//! environment spec: the stable image name ([`images::stable_image_name`]), the eval script
-//! SWE-bench's generator makes (without the exit-code lines, which v5 adds when it runs it),
-//! the spec's parser name (else the one SWE-bench uses for the repository), `pass_and_fail`.
+//! Every row gets the four fields SWE-bench 5 added to its rows: `image`, `eval_script`,
+//! `log_parser` and `eval_type`. A row that has a field keeps it; a missing one is filled from
+//! the row's environment spec: the stable image name ([`images::stable_image_name`]), the eval
+//! script SWE-bench's generator makes (without the exit-code lines, which v5 adds when it runs
+//! it), the spec's parser name (else the one SWE-bench uses for the repository), `pass_and_fail`.
 //! `FAIL_TO_PASS` and `PASS_TO_PASS` are written as the hub rows hold them: a string with the
 //! list as Python's `json.dumps` prints it. SWE-bench's fields come first, in its order; the
 //! row's other fields follow as they were (from `.json`/`.jsonl` files; a parquet dataset is
@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 use swerve_log_parsers::Parser;
 
-use crate::dataset::{EvalType, Instance};
 use crate::images;
 use crate::run::eval_script::script_from_spec;
 use crate::run::source::DatasetSource;
+use swerve_swebench::dataset::{EvalType, Instance};
 
 /// SWE-bench's row fields, in the order its hub datasets have them; the v5 fields last.
 const SWE_BENCH_FIELDS: [&str; 18] = [
@@ -418,7 +418,7 @@ mod tests {
     /// file, line, instance and field.
     #[test]
     fn fills_from_specs_and_names_what_is_missing() {
-        let bundled = source::bundled_dir("swerve-mini");
+        let bundled = source::swerve_mini_dir().expect("bundled dataset");
         let dir = tempfile::tempdir().expect("temp dir");
         let text = fs_err::read_to_string(bundled.join("swerve-mini.jsonl")).expect("rows");
         let mut stripped = Vec::new();

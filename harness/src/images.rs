@@ -11,10 +11,10 @@
 //! always builds from the recipe and moves the tag.
 //!
 //! Environment specs come from an `environments.json` in the shape of SWE-bench's per-repo
-//! table (spec §4.3). swerve's images have no conda: the env layer makes a virtual environment
-//! (first on `PATH`) and installs a `/opt/miniconda3/bin/activate` shim that defines a no-op
-//! `conda`, so that SWE-bench eval scripts (`source /opt/miniconda3/bin/activate`, `conda
-//! activate testbed`) run unchanged.
+//! table (`MAP_REPO_VERSION_TO_SPECS`). swerve's images have no conda: the env layer makes a
+//! virtual environment (first on `PATH`) and installs a `/opt/miniconda3/bin/activate` shim that
+//! defines a no-op `conda`, so that SWE-bench eval scripts (`source /opt/miniconda3/bin/activate`,
+//! `conda activate testbed`) run unchanged.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +25,7 @@ use swerve_sandbox::{
     BaseRecipe, EnvSpec, ImageInfo, ImageOrigin, InstanceSpec, RepoSource, Sandbox,
 };
 
-use crate::dataset::Instance;
+use swerve_swebench::dataset::Instance;
 
 /// A test command: one string, or several commands whose last one gets the test directives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -281,7 +281,7 @@ pub fn swebench_arch() -> &'static str {
 }
 
 /// The stable name swerve gives the instance image of a row that does not name one:
-/// SWE-bench's namespaced form (spec §4.1) under the `swerve` namespace,
+/// SWE-bench's namespaced image name under the `swerve` namespace,
 /// `swerve/sweb.eval.<arch>.<instance id lower-cased, '__' → '_1776_'>:latest`, with `arch`
 /// as SWE-bench spells it ([`swebench_arch`] for this machine).
 pub fn stable_image_name(instance_id: &str, arch: &str) -> String {
@@ -476,9 +476,10 @@ mod tests {
 
     #[test]
     fn bundled_environments_plan() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/swerve-mini");
+        let dir = crate::run::source::swerve_mini_dir().expect("bundled dataset");
         let envs = Environments::read(&dir.join("environments.json")).expect("envs");
-        let rows = crate::dataset::read_rows(&dir.join("swerve-mini.jsonl")).expect("rows");
+        let rows =
+            swerve_swebench::dataset::read_rows(&dir.join("swerve-mini.jsonl")).expect("rows");
         let plan = recipe(&rows[0], &envs, &dir.join("repos"), "swerve-base:x").expect("plan");
         let ImageRecipe::Built { env, instance, .. } = plan else {
             panic!("built recipe expected");

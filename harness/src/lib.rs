@@ -1,18 +1,15 @@
-//! swerve's evaluation harness as a library: scoring completions with reward plugins
-//! (`harness reward`), plugin tooling (`harness plugin ...`), SWE-bench dataset rows, v5
-//! grading and the report files, byte-compatible with the Python harness.
+//! swerve's evaluation harness as a library: `harness run` (SWE-bench's run_evaluation on the
+//! Docker sandbox, and single executions for execution rewards), scoring completions with reward
+//! plugins (`harness reward`), plugin tooling (`harness plugin ...`), images per dataset row and
+//! the SWE-bench 5 row export.
 //!
-//! The `harness` binary is a thin layer over this crate. Not here: running plugins (the
-//! `swerve-host` crate), log parsing (`swerve-log-parsers`) and containers (`swerve-sandbox`).
+//! The `harness` binary is a thin layer over this crate. Not here: the SWE-bench data model
+//! (rows, predictions, grading, report files: `swerve-swebench`), running plugins
+//! (`swerve-host`), log parsing (`swerve-log-parsers`) and containers (`swerve-sandbox`).
 
-pub mod dataset;
 pub mod error;
 pub mod export;
-pub mod grading;
 pub mod images;
-pub mod plugin_spec;
-pub mod predictions;
-pub mod report;
 pub mod run;
 pub mod scaffold;
 pub mod scoring;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use swerve_harness::plugin_spec::PluginSpec;
-use swerve_harness::{grading, report, scaffold, scoring};
-use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, ScorerConfig};
+use swerve_harness::{scaffold, scoring};
+use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, PluginSpec, ScorerConfig};
+use swerve_swebench::{grading, report};
 
 mod commands;
 
@@ -51,8 +51,8 @@ enum Command {
 
 #[derive(Args)]
 struct RewardArgs {
-    /// A reward plugin: `NAME|PATH[=WEIGHT][,fuel=N][,memory=SIZE][,timeout=DUR][,stack=SIZE]`.
-    /// Bundled names: swe-rl, format, rust-length, python-keywords. Repeat to combine.
+    /// A reward plugin: `NAME|PATH[=WEIGHT][,fuel=N][,memory=SIZE][,timeout=DUR][,stack=SIZE]`,
+    /// NAME a bundled plugin (`harness plugin list`). Repeat to combine.
     #[arg(long = "plugin", required = true, value_name = "SPEC")]
     plugins: Vec<PluginSpec>,
     /// JSONL samples (one object per line; see docs/plugins.md).
@@ -79,7 +79,8 @@ struct RewardArgs {
 
 #[derive(Args)]
 struct CacheArgs {
-    /// Folder of compiled plugins (default: $SWERVE_CACHE_DIR, else ~/.cache/swerve/plugins).
+    /// Folder of compiled plugins (default: plugins/ in $SWERVE_CACHE_DIR, else in
+    /// ~/.cache/swerve).
     #[arg(long, value_name = "DIR", global = true)]
     cache_dir: Option<PathBuf>,
     /// Compile plugins at every start instead of caching them.
@@ -89,6 +90,8 @@ struct CacheArgs {
 
 #[derive(Subcommand)]
 enum PluginCommand {
+    /// List the bundled plugins (one name a line; `*` marks those not built into this binary).
+    List,
     /// Show a plugin's world, info, imports, exports and budgets.
     Inspect {
         /// The component (or a bundled plugin's name).
@@ -109,7 +112,8 @@ enum PluginCommand {
         /// Folder to create the project in.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// The plugin kit crate (Rust projects depend on it by path).
+        /// A plugin kit crate for Rust projects to depend on by path (default: a copy of the kit
+        /// carried by this binary, written into the project).
         #[arg(long)]
         kit: Option<PathBuf>,
     },
@@ -165,6 +169,10 @@ fn init_logging(verbose: u8, quiet: bool) {
 fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         Command::Reward(args) => reward(args, cli.quiet),
+        Command::Plugin(PluginCommand::List) => {
+            list_plugins();
+            Ok(std::process::ExitCode::SUCCESS)
+        }
         Command::Plugin(PluginCommand::Inspect {
             plugin,
             json,
@@ -189,13 +197,12 @@ fn host(cache: &CacheArgs) -> anyhow::Result<Host> {
     let cache_dir = if cache.no_cache {
         None
     } else {
-        cache.cache_dir.clone().or_else(|| {
-            std::env::var_os("SWERVE_CACHE_DIR")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/swerve/plugins"))
-                })
-        })
+        Some(
+            cache
+                .cache_dir
+                .clone()
+                .unwrap_or_else(swerve_host::default_precompile_dir),
+        )
     };
     Ok(Host::new(HostConfig {
         cache_dir,
@@ -278,8 +285,15 @@ fn reward(args: RewardArgs, quiet: bool) -> anyhow::Result<std::process::ExitCod
     Ok(std::process::ExitCode::SUCCESS)
 }
 
+fn list_plugins() {
+    for name in swerve_host::bundled::names() {
+        let built = swerve_host::bundled::is_built(name);
+        println!("{name}{}", if built { "" } else { " *" });
+    }
+}
+
 fn inspect(plugin: &str, json: bool, cache: &CacheArgs) -> anyhow::Result<std::process::ExitCode> {
-    let path = swerve_plugins::resolve(plugin)
+    let path = swerve_host::bundled::resolve(plugin)?
         .with_context(|| format!("no plugin file or bundled plugin `{plugin}`"))?;
     let report = host(cache)?.inspect(&path, &Default::default())?;
     if json {
@@ -335,7 +349,7 @@ fn new_plugin(
         name,
         language,
         dir,
-        kit: kit.unwrap_or_else(scaffold::default_kit),
+        kit,
     })?;
     eprintln!("created {} (see its README.md)", root.display());
     println!("{}", root.display());
@@ -344,7 +358,8 @@ fn new_plugin(
 
 fn grade(args: GradeArgs) -> anyhow::Result<std::process::ExitCode> {
     let row = fs_err::read_to_string(&args.instance)?;
-    let instance = swerve_harness::dataset::Instance::from_json(&row)
+    let instance = swerve_swebench::dataset::Instance::from_json(&row)
+        .and_then(|row| row.check_evaluable().map(|()| row))
         .with_context(|| format!("{}: not a dataset row", args.instance.display()))?;
     let log = fs_err::read_to_string(&args.log)?;
     let patch = match &args.patch {

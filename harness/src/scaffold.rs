@@ -1,6 +1,6 @@
 //! `harness plugin new`: a plugin project that builds, passes its own test and runs in the host.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::error::HarnessError;
 
@@ -22,16 +22,39 @@ pub struct Scaffold {
     pub language: Language,
     /// The folder to create the project in (the project is `<dir>/<name>`).
     pub dir: PathBuf,
-    /// The plugin kit crate a Rust project depends on (by path).
-    pub kit: PathBuf,
+    /// A plugin kit crate for a Rust project to depend on by path; `None` writes the kit this
+    /// binary carries into the project (`vendor/swerve-plugin-kit/`).
+    pub kit: Option<PathBuf>,
 }
 
-/// The WIT package, copied into Python projects so that they build on their own.
+/// The WIT package, copied into every project so that it builds on its own.
 pub const WIT: &str = include_str!("../../wit/plugin.wit");
 
-/// The kit crate of this source tree.
-pub fn default_kit() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-plugins/kit")
+/// The plugin kit's source, carried by the binary so that `harness plugin new` works from any
+/// folder. Its bindings read `../../wit` from the kit's folder: the project's `wit/`.
+const KIT_LIB: &str = include_str!("../../guest-plugins/kit/src/lib.rs");
+
+/// The version requirement of wit-bindgen the kit is written against (the workspace's).
+const KIT_WIT_BINDGEN: &str = "0.63";
+
+/// Where the carried kit goes inside a Rust project.
+const VENDORED_KIT: &str = "vendor/swerve-plugin-kit";
+
+/// The carried kit's manifest: the workspace kit's, with its inherited fields written out.
+fn kit_manifest() -> String {
+    format!(
+        r#"[package]
+name = "swerve-plugin-kit"
+description = "Write a swerve reward or evaluator plugin in Rust by implementing one trait"
+version = "{version}"
+edition = "2024"
+license = "Apache-2.0"
+
+[dependencies]
+wit-bindgen = {{ version = "{KIT_WIT_BINDGEN}", default-features = false, features = ["macros", "realloc"] }}
+"#,
+        version = env!("CARGO_PKG_VERSION"),
+    )
 }
 
 /// Whether `name` can name a plugin.
@@ -87,10 +110,16 @@ const SAMPLES: &str = concat!(
 );
 
 fn rust_files(s: &Scaffold) -> Result<Vec<(&'static str, String)>, HarnessError> {
-    let kit = fs_err::canonicalize(&s.kit).map_err(|source| HarnessError::Read {
-        path: s.kit.clone(),
-        source,
-    })?;
+    let kit = match &s.kit {
+        Some(kit) => fs_err::canonicalize(kit)
+            .map_err(|source| HarnessError::Read {
+                path: kit.clone(),
+                source,
+            })?
+            .display()
+            .to_string(),
+        None => VENDORED_KIT.to_owned(),
+    };
     let crate_name = s.name.replace('-', "_");
     let cargo = format!(
         r#"[package]
@@ -113,7 +142,6 @@ strip = "debuginfo"
 [workspace]
 "#,
         name = s.name,
-        kit = kit.display()
     );
     let lib = format!(
         r#"//! Reward plugin `{name}`: scores 1 when the completion has a `<solution>` block, else 0.
@@ -171,12 +199,20 @@ mod tests {{
         "# {name}\n\nA swerve reward plugin.\n\n```sh\ncargo test                                        # unit tests, natively\ncargo build --release --target wasm32-wasip2      # the component\nharness reward --plugin target/wasm32-wasip2/release/{crate_name}.wasm --input samples.jsonl\n```\n",
         name = s.name
     );
-    Ok(vec![
+    let mut files = vec![
         ("Cargo.toml", cargo),
         ("src/lib.rs", lib),
         ("README.md", readme),
         ("samples.jsonl", SAMPLES.to_owned()),
-    ])
+    ];
+    if s.kit.is_none() {
+        files.extend([
+            ("vendor/swerve-plugin-kit/Cargo.toml", kit_manifest()),
+            ("vendor/swerve-plugin-kit/src/lib.rs", KIT_LIB.to_owned()),
+            ("wit/plugin.wit", WIT.to_owned()),
+        ]);
+    }
+    Ok(files)
 }
 
 fn python_files(s: &Scaffold) -> Vec<(&'static str, String)> {
@@ -240,6 +276,17 @@ if __name__ == "__main__":
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_carried_kit_matches_the_workspace() {
+        // The carried manifest pins the wit-bindgen the workspace builds the kit with.
+        let workspace = include_str!("../../Cargo.toml");
+        assert!(
+            workspace.contains(&format!("wit-bindgen = {{ version = \"{KIT_WIT_BINDGEN}\"")),
+            "update KIT_WIT_BINDGEN to the workspace's wit-bindgen"
+        );
+        assert!(KIT_LIB.contains("path: \"../../wit\""));
+    }
 
     #[test]
     fn names() {

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use swerve_host::{FailureClass, Host, Sample, SampleScores, Scorer, ScorerConfig, WeightedPlugin};
 
 use crate::error::HarnessError;
-use crate::plugin_spec::PluginSpec;
+use swerve_host::PluginSpec;
 
 /// What to score and how.
 #[derive(Debug, Clone)]

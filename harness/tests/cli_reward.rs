@@ -13,8 +13,11 @@ fn harness(args: &[&str]) -> Output {
         .expect("harness runs")
 }
 
+/// The SWE-RL development vectors: one copy in the repository, the `swerve-swe-rl` crate's test
+/// data.
 fn dev_vectors() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/swerl-dev-vectors.jsonl")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../guest-plugins/swe-rl/tests/data/swerl-dev-vectors.jsonl")
 }
 
 fn lines(path: &Path) -> Vec<serde_json::Value> {

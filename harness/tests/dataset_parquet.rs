@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use swerve_harness::dataset::{DatasetError, read_rows};
+use swerve_swebench::dataset::{DatasetError, read_rows};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,6 +3,8 @@
 
 #![allow(missing_docs)]
 
+use swerve_log_parsers::{Status, TestStatus};
+
 use crate::types;
 
 pub(crate) mod reward {
@@ -45,14 +47,14 @@ fn files(map: &std::collections::BTreeMap<String, String>) -> Vec<wt::File> {
         .collect()
 }
 
-fn status_to_wit(s: &types::TestStatus) -> wt::TestStatus {
+fn status_to_wit(s: &Status) -> wt::TestStatus {
     match s {
-        types::TestStatus::Passed => wt::TestStatus::Passed,
-        types::TestStatus::Failed => wt::TestStatus::Failed,
-        types::TestStatus::Skipped => wt::TestStatus::Skipped,
-        types::TestStatus::Error => wt::TestStatus::Error,
-        types::TestStatus::Xfail => wt::TestStatus::Xfail,
-        types::TestStatus::Other(o) => wt::TestStatus::Other(o.clone()),
+        Status::Known(TestStatus::Passed) => wt::TestStatus::Passed,
+        Status::Known(TestStatus::Failed) => wt::TestStatus::Failed,
+        Status::Known(TestStatus::Skipped) => wt::TestStatus::Skipped,
+        Status::Known(TestStatus::Error) => wt::TestStatus::Error,
+        Status::Known(TestStatus::Xfail) => wt::TestStatus::Xfail,
+        Status::Other(o) => wt::TestStatus::Other(o.clone()),
     }
 }
 
@@ -120,17 +122,16 @@ pub(crate) fn score_from_wit(s: rt::Score) -> Result<types::Score, String> {
     })
 }
 
-pub(crate) fn status_from_wit(
-    s: evaluator::swerve::plugin::types::TestStatus,
-) -> types::TestStatus {
+pub(crate) fn status_from_wit(s: evaluator::swerve::plugin::types::TestStatus) -> Status {
     use evaluator::swerve::plugin::types::TestStatus as S;
     match s {
-        S::Passed => types::TestStatus::Passed,
-        S::Failed => types::TestStatus::Failed,
-        S::Skipped => types::TestStatus::Skipped,
-        S::Error => types::TestStatus::Error,
-        S::Xfail => types::TestStatus::Xfail,
-        S::Other(o) => types::TestStatus::Other(o),
+        S::Passed => TestStatus::Passed.into(),
+        S::Failed => TestStatus::Failed.into(),
+        S::Skipped => TestStatus::Skipped.into(),
+        S::Error => TestStatus::Error.into(),
+        S::Xfail => TestStatus::Xfail.into(),
+        // A plugin may return one of the five words as `other`; it means that status.
+        S::Other(o) => Status::from(o),
     }
 }
 

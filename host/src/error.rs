@@ -34,6 +34,15 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// A bundled plugin could not be written out of the binary into the cache folder.
+    #[error("cannot write the bundled plugin to {path}")]
+    Bundled {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A plugin call failed before the plugin ran (instantiation, host-side wiring).
     #[error("cannot instantiate plugin {plugin}: {reason}")]
     Instantiate {

@@ -7,7 +7,9 @@ use crate::error::HostError;
 use crate::outcome::{Failure, FailureClass};
 use crate::plugin::{Loaded, PluginReport};
 use crate::store::{PluginState, PluginStore};
-use crate::types::{LogContext, PluginInfo, TestStatus};
+use swerve_log_parsers::StatusMap;
+
+use crate::types::{LogContext, PluginInfo};
 
 /// A loaded evaluator plugin. Cheap to clone; share it across threads.
 #[derive(Clone)]
@@ -51,13 +53,9 @@ impl EvaluatorPlugin {
         &self.report
     }
 
-    /// Parses a test log into `(test name, status)` pairs, in the plugin's order (a later pair
-    /// for the same name overrides an earlier one, as in SWE-bench's status maps).
-    pub fn parse(
-        &self,
-        log: &str,
-        context: &LogContext,
-    ) -> Result<Vec<(String, TestStatus)>, Failure> {
+    /// Parses a test log into a status map, in the plugin's order (a later result for the same
+    /// name overrides an earlier one and keeps its place, as in SWE-bench's status maps).
+    pub fn parse(&self, log: &str, context: &LogContext) -> Result<StatusMap, Failure> {
         let mut ps = PluginStore::new(&self.loaded.engine, &self.loaded.budgets, 1);
         let ctx = bindings::log_context_to_wit(context);
         let result = self

@@ -9,11 +9,16 @@
 //! never called again (a store lives for one batch or one sample). Plugins are compiled once
 //! (in-memory and on-disk precompile caches) and shared across worker threads.
 //!
-//! What it is not: it does not parse JSONL, find bundled plugins by name or print anything (the
-//! `harness` does), and it runs no containers (the `sandbox` does). wasmtime types stay inside.
+//! It also owns what every binary needs to name a plugin: `--plugin` arguments
+//! ([`plugin_spec`]), the bundled plugins embedded in the binary ([`bundled`]) and swerve's
+//! cache folder ([`cache_root`]).
+//!
+//! What it is not: it does not parse JSONL or print anything (the `harness` does), and it runs
+//! no containers (the `sandbox` does). wasmtime types stay inside.
 
 mod bindings;
 mod budget;
+pub mod bundled;
 mod cache;
 mod combine;
 mod engine;
@@ -21,6 +26,7 @@ mod error;
 mod evaluator;
 mod outcome;
 mod plugin;
+pub mod plugin_spec;
 mod reward;
 mod scorer;
 mod store;
@@ -28,15 +34,18 @@ mod types;
 mod wasi;
 
 pub use budget::{BudgetOverrides, Budgets};
+pub use cache::{CACHE_DIR_ENV, cache_root, default_precompile_dir, materialise};
 pub use combine::{combine, effective_reward};
 pub use engine::{EPOCH_TICK, MAX_WASM_STACK_BYTES};
 pub use error::HostError;
 pub use evaluator::EvaluatorPlugin;
 pub use outcome::{Failure, FailureClass, Fallbacks};
 pub use plugin::{ALLOWED_IMPORTS, Host, HostConfig, PluginReport, World};
+pub use plugin_spec::{PluginSpec, PluginSpecError};
 pub use reward::{Isolation, RewardPlugin, SampleOutcome};
 pub use scorer::{
     PluginResult, SampleScores, Scorer, ScorerConfig, WORKER_STACK_BYTES, WeightedPlugin,
 };
-pub use types::{Execution, LogContext, PluginInfo, Sample, Score, TestOutcome, TestStatus};
+pub use swerve_log_parsers::{Status, StatusMap, TestStatus};
+pub use types::{Execution, LogContext, PluginInfo, Sample, Score, TestOutcome};
 pub use wasi::FIXED_WALL_CLOCK;

@@ -1,7 +1,9 @@
-//! The plain data a host caller exchanges with plugins: samples, scores, test statuses, plugin
-//! identity. These mirror the WIT records (`wit/plugin.wit`) and are what JSONL files hold.
+//! The plain data a host caller exchanges with plugins: samples, scores, executions, plugin
+//! identity (test statuses are `swerve_log_parsers::Status`, the one status type). These mirror the WIT records (`wit/plugin.wit`) and are what JSONL files hold.
 
 use std::collections::BTreeMap;
+
+use swerve_log_parsers::Status;
 
 /// Who a plugin is, as it says itself.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -14,64 +16,6 @@ pub struct PluginInfo {
     pub description: String,
 }
 
-/// A test status, named exactly as SWE-bench names them. In JSON it is the bare word
-/// (`"PASSED"`); any other word is kept as [`TestStatus::Other`].
-#[derive(
-    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(from = "String", into = "String")]
-pub enum TestStatus {
-    /// `PASSED`
-    Passed,
-    /// `FAILED`
-    Failed,
-    /// `SKIPPED`
-    Skipped,
-    /// `ERROR`
-    Error,
-    /// `XFAIL`
-    Xfail,
-    /// A token a parser stored verbatim that is none of the five (e.g. `ERROR:`); it counts as
-    /// neither passing nor failing.
-    Other(String),
-}
-
-impl TestStatus {
-    /// The status as SWE-bench writes it.
-    pub fn as_str(&self) -> &str {
-        match self {
-            TestStatus::Passed => "PASSED",
-            TestStatus::Failed => "FAILED",
-            TestStatus::Skipped => "SKIPPED",
-            TestStatus::Error => "ERROR",
-            TestStatus::Xfail => "XFAIL",
-            TestStatus::Other(s) => s,
-        }
-    }
-}
-
-impl From<String> for TestStatus {
-    fn from(s: String) -> Self {
-        match s.as_str() {
-            "PASSED" => TestStatus::Passed,
-            "FAILED" => TestStatus::Failed,
-            "SKIPPED" => TestStatus::Skipped,
-            "ERROR" => TestStatus::Error,
-            "XFAIL" => TestStatus::Xfail,
-            _ => TestStatus::Other(s),
-        }
-    }
-}
-
-impl From<TestStatus> for String {
-    fn from(s: TestStatus) -> Self {
-        match s {
-            TestStatus::Other(s) => s,
-            known => known.as_str().to_owned(),
-        }
-    }
-}
-
 /// Results of running a completion's patch in the sandbox.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Execution {
@@ -79,7 +23,7 @@ pub struct Execution {
     pub patch_applied: bool,
     /// Every test status the log parser found, by test name.
     #[serde(default)]
-    pub tests: BTreeMap<String, TestStatus>,
+    pub tests: BTreeMap<String, Status>,
     /// FAIL_TO_PASS tests and whether each passes now, in dataset order.
     #[serde(default)]
     pub fail_to_pass: Vec<TestOutcome>,

@@ -27,7 +27,7 @@ fn hostile(host: &Host) -> RewardPlugin {
         memory_bytes: Some(64 << 20),
         ..BudgetOverrides::default()
     };
-    host.load_reward(&swerve_plugins::bundled("hostile"), &overrides)
+    host.load_reward(&swerve_host::bundled::expect("hostile"), &overrides)
         .expect("hostile plugin loads")
 }
 
@@ -80,7 +80,7 @@ fn wall_clock_backstop_stops_a_loop_that_has_fuel_left() {
         ..BudgetOverrides::default()
     };
     let plugin = host
-        .load_reward(&swerve_plugins::bundled("hostile"), &overrides)
+        .load_reward(&swerve_host::bundled::expect("hostile"), &overrides)
         .unwrap();
     let started = Instant::now();
     let out = plugin.score(&[sample("loop", Some("loop"))], Isolation::Strict);

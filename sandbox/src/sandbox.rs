@@ -25,6 +25,15 @@ pub struct Timeouts {
     pub pull: Duration,
     /// One image build, including the `debootstrap` of the base image. Default: 60 min.
     pub build: Duration,
+    /// One of swerve's own short commands inside a container (copying a patch in, applying it,
+    /// `git diff`, hardening's file and process sweeps), as opposed to the eval script, which
+    /// has its own limit. Default: 2 min.
+    #[serde(default = "default_command_timeout")]
+    pub command: Duration,
+}
+
+fn default_command_timeout() -> Duration {
+    Duration::from_secs(120)
 }
 
 impl Default for Timeouts {
@@ -34,6 +43,7 @@ impl Default for Timeouts {
             transfer: Duration::from_secs(10 * 60),
             pull: Duration::from_secs(30 * 60),
             build: Duration::from_secs(60 * 60),
+            command: default_command_timeout(),
         }
     }
 }

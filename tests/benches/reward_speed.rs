@@ -70,7 +70,7 @@ fn main() {
     let host = Host::new(HostConfig::default()).expect("host");
     let swe_rl = host
         .load_reward(
-            &swerve_plugins::bundled("swe-rl"),
+            &swerve_host::bundled::expect("swe-rl"),
             &BudgetOverrides::default(),
         )
         .expect("swe-rl plugin");
@@ -127,7 +127,7 @@ fn main() {
 
     let trivial = host
         .load_reward(
-            &swerve_plugins::bundled("rust-length"),
+            &swerve_host::bundled::expect("rust-length"),
             &BudgetOverrides::default(),
         )
         .expect("rust-length");

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng, rngs::StdRng};
 use crate::error::{Error, Result};
 use crate::model::{CausalLm, Kernels, KvCache, TokenBatch};
 
-/// Sampling settings (defaults follow TRL, grpo.md §2).
+/// Sampling settings (defaults follow TRL's `GRPOConfig`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SamplingConfig {
     /// Logits are divided by this; 0 means greedy decoding. Default 1.0.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use swerve_harness::plugin_spec::PluginSpec;
+use swerve_host::PluginSpec;
 use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
 use swerve_trainer::train::commands::{
@@ -15,7 +15,7 @@ use swerve_trainer::train::commands::{
 use swerve_trainer::train::data::PromptStyle;
 use swerve_trainer::train::demo::{self, DemoConfig};
 use swerve_trainer::train::metrics_log::StepMetrics;
-use swerve_trainer::train::rewards::{Executor, PluginRewards};
+use swerve_trainer::train::rewards::PluginRewards;
 use swerve_trainer::train::state::RunState;
 
 /// Where a run starts and where it writes.
@@ -27,7 +27,7 @@ pub struct RunArgs {
     /// Continue from this checkpoint of the same run (written under --output)
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
-    /// Output directory: metrics.jsonl, checkpoint-<step>/, plots/
+    /// Output directory: metrics.jsonl, checkpoint-STEP/, plots/
     #[arg(long)]
     output: PathBuf,
     /// Save a checkpoint every N steps (0: only at the end)
@@ -101,7 +101,7 @@ pub struct GrpoArgs {
     #[arg(long, default_value_t = 2, requires = "execute")]
     execute_workers: usize,
     /// Limit in seconds for one instance's tests with --execute
-    #[arg(long, default_value_t = 300, requires = "execute")]
+    #[arg(long, default_value_t = commands::DEFAULT_EXECUTE_TIMEOUT.as_secs(), requires = "execute")]
     execute_timeout: u64,
 }
 
@@ -136,12 +136,13 @@ pub struct PredictArgs {
 /// `trainer demo`.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// The run's settings
-    #[arg(long, default_value = "trainer/configs/swerve-mini-tiny.toml")]
-    config: PathBuf,
-    /// Repository root (dataset and tiny model assets are found from it)
-    #[arg(long, default_value = ".")]
-    root: PathBuf,
+    /// The run's settings (default: the bundled trainer/configs/swerve-mini-tiny.toml)
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// A repository root to take the dataset and tiny model assets from (default: the copies
+    /// this binary carries)
+    #[arg(long)]
+    root: Option<PathBuf>,
     /// Output directory
     #[arg(long, default_value = "target/swerve-mini-tiny")]
     output: PathBuf,
@@ -245,9 +246,13 @@ pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
-    let text = fs_err::read_to_string(&args.config)?;
-    let config = DemoConfig::from_toml_str(&text)
-        .with_context(|| format!("cannot read {}", args.config.display()))?;
+    let config = match &args.config {
+        Some(path) => DemoConfig::from_toml_str(&fs_err::read_to_string(path)?)
+            .with_context(|| format!("cannot read {}", path.display()))?,
+        None => {
+            DemoConfig::from_toml_str(demo::BUNDLED_CONFIG).context("the bundled demo settings")?
+        }
+    };
     let plugins = match (args.plugins.is_empty(), config.demo.execute) {
         (false, _) => args.plugins.clone(),
         (true, false) => vec!["swe-rl".parse::<PluginSpec>()?],
@@ -259,7 +264,10 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
         commands::plugin_host_config(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     )?;
-    let paths = demo::default_paths(&args.root, &args.output);
+    let paths = match &args.root {
+        Some(root) => demo::repository_paths(root, &args.output),
+        None => demo::bundled_paths(&args.output)?,
+    };
     let executor = config
         .demo
         .execute
@@ -267,14 +275,14 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             commands::start_executor(&ExecuteSpec {
                 dataset: paths.dataset.clone(),
                 workers: config.demo.execute_workers,
-                timeout: Duration::from_secs(300),
+                timeout: commands::DEFAULT_EXECUTE_TIMEOUT,
                 work_dir: args.output.join("executions"),
             })
         })
         .transpose()?;
     let mut sft_bar = progress("sft", "loss");
     let mut grpo_bar = progress("grpo", "reward");
-    let executor = executor.as_ref().map(|e| e as &dyn Executor);
+    let executor = executor.as_deref();
     let summary = demo::run(
         &config,
         &paths,

@@ -8,12 +8,13 @@ use std::sync::Mutex;
 
 use dfdx::prelude::Cpu;
 use swerve_host::Execution;
+use swerve_swebench::Instance;
 use swerve_trainer::grpo::GrpoConfig;
 use swerve_trainer::model::CausalLm;
 use swerve_trainer::prompt::PromptFormat;
 use swerve_trainer::tokenizer::Tokenizer;
 use swerve_trainer::train::RunOutput;
-use swerve_trainer::train::data::{PromptStyle, SftExample, TaskRow};
+use swerve_trainer::train::data::{PromptStyle, SftExample};
 use swerve_trainer::train::grpo::{GrpoInputs, GrpoTrainer};
 use swerve_trainer::train::metrics_log::{self, StepMetrics};
 use swerve_trainer::train::rewards::{FnExecutor, FnRewards};
@@ -24,14 +25,12 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2")
 }
 
-fn tasks() -> Vec<TaskRow> {
+fn tasks() -> Vec<Instance> {
     (0..4)
-        .map(|i| TaskRow {
+        .map(|i| Instance {
             instance_id: format!("t__t-{i}"),
-            problem_statement: format!("w{i} w{} w{}", i + 10, i + 20),
-            code_context: BTreeMap::new(),
-            oracle_new_content: BTreeMap::new(),
-            patch: None,
+            problem_statement: Some(format!("w{i} w{} w{}", i + 10, i + 20)),
+            ..Instance::default()
         })
         .collect()
 }
@@ -241,7 +240,7 @@ fn every_completion_is_executed_before_it_is_scored() {
     let initial = CausalLm::<f32, Cpu>::load(&fixture(), &dev).unwrap();
     let tasks = tasks();
     let submitted = Mutex::new(Vec::new());
-    let executor = FnExecutor(|task: &TaskRow, patch: &str| {
+    let executor = FnExecutor(|task: &Instance, patch: &str| {
         submitted
             .lock()
             .unwrap()

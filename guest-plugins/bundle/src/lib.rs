@@ -1,48 +1,39 @@
-//! swerve's bundled plugins, built by this crate's build script into `<target>/plugins/`, and the
-//! lookup that lets `harness --plugin swe-rl` find one by name.
+//! swerve's bundled plugins: the build script compiles every guest under `guest-plugins/` into a
+//! WebAssembly component, and this crate embeds their bytes, so that a binary built with it
+//! carries them wherever it is installed.
 //!
-//! This crate holds no plugin code (each plugin is its own guest crate under `guest-plugins/`)
-//! and loads nothing: it only knows where the built components are.
+//! This crate holds no plugin code (each plugin is its own guest crate) and runs nothing; finding
+//! a plugin by name, writing it where the host loads it from, and loading it are the host's
+//! (`swerve_host::bundled`).
 
-use std::path::{Path, PathBuf};
+include!("plugins.rs");
 
-/// Names of the bundled plugins, each built to `<plugin_dir>/<name>.wasm`.
-pub const BUNDLED: &[&str] = &[
-    "swe-rl",
-    "format",
-    "tests-fixed",
-    "swebench-parsers",
-    "rust-length",
-    "python-keywords",
-    "hostile",
-    "hostile-imports",
-];
-
-/// The environment variable that overrides the folder bundled plugins are looked up in.
-pub const PLUGIN_DIR_ENV: &str = "SWERVE_PLUGIN_DIR";
-
-/// The folder holding the bundled plugins: `$SWERVE_PLUGIN_DIR` when set, else the folder this
-/// build wrote them to.
-pub fn plugin_dir() -> PathBuf {
-    std::env::var_os(PLUGIN_DIR_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("SWERVE_PLUGIN_DIR")))
+/// A bundled plugin's component, embedded in the binary.
+#[derive(Debug, Clone, Copy)]
+pub struct Embedded {
+    /// The plugin's name, e.g. `swe-rl`.
+    pub name: &'static str,
+    /// SHA-256 of the component, lower-case hex.
+    pub sha256: &'static str,
+    /// The component.
+    pub bytes: &'static [u8],
 }
 
-/// Resolves a plugin argument: an existing path is taken as it is; otherwise a bundled plugin
-/// of that name. `None` when neither exists.
-pub fn resolve(name_or_path: &str) -> Option<PathBuf> {
-    let as_path = Path::new(name_or_path);
-    if as_path.is_file() {
-        return Some(as_path.to_owned());
-    }
-    let bundled = plugin_dir().join(format!("{name_or_path}.wasm"));
-    bundled.is_file().then_some(bundled)
+/// Every bundled plugin that was built (the Python ones need componentize-py at build time).
+pub static EMBEDDED: &[Embedded] = include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+
+/// Names of the bundled plugins, built or not: the Rust guests, then the Python ones.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    RUST_PLUGINS
+        .iter()
+        .map(|(_, name)| *name)
+        .chain(PYTHON_PLUGINS.iter().map(|(_, _, name, _)| *name))
 }
 
-/// The path of a bundled plugin, whether or not it was built.
-pub fn bundled(name: &str) -> PathBuf {
-    plugin_dir().join(format!("{name}.wasm"))
+/// The embedded component of a bundled plugin, `None` when there is no such plugin or it was
+/// not built.
+pub fn embedded(name: &str) -> Option<&'static Embedded> {
+    EMBEDDED.iter().find(|e| e.name == name)
 }
 
 #[cfg(test)]
@@ -50,15 +41,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_bundled_rust_plugin_was_built() {
-        for name in BUNDLED.iter().filter(|n| !n.starts_with("python-")) {
-            assert!(
-                bundled(name).is_file(),
-                "{} is missing",
-                bundled(name).display()
-            );
-            assert_eq!(resolve(name), Some(bundled(name)));
+    fn every_bundled_rust_plugin_is_embedded() {
+        for (_, name) in RUST_PLUGINS {
+            let plugin = embedded(name).unwrap_or_else(|| panic!("{name} is not embedded"));
+            // A component starts with the wasm magic and the component-model layer.
+            assert_eq!(&plugin.bytes[..4], b"\0asm", "{name}");
+            assert_eq!(plugin.sha256.len(), 64, "{name}");
         }
-        assert_eq!(resolve("no-such-plugin"), None);
+        assert!(embedded("no-such-plugin").is_none());
+        assert_eq!(names().count(), RUST_PLUGINS.len() + PYTHON_PLUGINS.len());
     }
 }

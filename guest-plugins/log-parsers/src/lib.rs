@@ -40,7 +40,7 @@ pub use infra::{FailureTier, InfraFailureReason, classify_infra_failure};
 pub use parser::{LOG_PARSER_NAMES, LogContext, Parser, REPO_PARSERS};
 pub use section::{
     BadCode, END_TEST_OUTPUT, Evaluation, ExitCode, LogProblem, LogText, MissingMarkers,
-    ParsedRegion, START_TEST_OUTPUT, TEST_EXIT_CODE, evaluate_log, extract_test_section,
-    shows_suite_evidence, test_exit_code,
+    ParsedRegion, START_TEST_OUTPUT, TEST_EXIT_CODE, evaluate_log, evaluate_log_with,
+    extract_test_section, shows_suite_evidence, test_exit_code,
 };
 pub use status::{Status, StatusMap, TestStatus};

@@ -10,7 +10,7 @@ use regex::Regex;
 
 use crate::parser::{LogContext, Parser};
 use crate::pystr::{self, PY_SPACE};
-use crate::status::{StatusMap, TestStatus};
+use crate::status::StatusMap;
 
 /// The marker the eval script echoes (via `set -x`) right before the test command.
 pub const START_TEST_OUTPUT: &str = ">>>>> Start Test Output";
@@ -128,6 +128,11 @@ impl fmt::Display for LogProblem {
 pub struct ExitCode(String);
 
 impl ExitCode {
+    /// The code of a process's exit status, as the eval script would print it.
+    pub fn from_status(status: i64) -> ExitCode {
+        ExitCode(status.to_string())
+    }
+
     /// The code as written (optional `-`, then Unicode decimal digits).
     pub fn as_str(&self) -> &str {
         &self.0
@@ -216,7 +221,7 @@ pub fn shows_suite_evidence(log: &LogText<'_>) -> bool {
     SUITE_EVIDENCE.is_match(log.as_str())
 }
 
-/// `get_logs_eval` of SWE-bench 5.0.2 (steps 1–7 of spec §7.2):
+/// `get_logs_eval` of SWE-bench 5.0.2, in its seven steps:
 /// 1. bad-code markers → not gradeable;
 /// 2. missing start or end marker → not gradeable;
 /// 3. slice the test section ([`extract_test_section`]);
@@ -229,31 +234,46 @@ pub fn evaluate_log(
     parser: Parser,
     ctx: &LogContext,
 ) -> Result<Evaluation, LogProblem> {
-    let section = extract_test_section(log)?;
+    let parse = |text: &str| Ok::<_, std::convert::Infallible>(parser.parse(text, ctx));
+    match evaluate_log_with(log, parse) {
+        Ok(evaluation) => evaluation,
+        Err(never) => match never {},
+    }
+}
+
+/// [`evaluate_log`] with any parser: `parse` turns a text into a status map and may fail (an
+/// evaluator plugin that traps), which ends the evaluation with its error. The steps and their
+/// order are those of [`evaluate_log`]; this is the one implementation of them.
+pub fn evaluate_log_with<E>(
+    log: &LogText<'_>,
+    mut parse: impl FnMut(&str) -> Result<StatusMap, E>,
+) -> Result<Result<Evaluation, LogProblem>, E> {
+    let section = match extract_test_section(log) {
+        Ok(section) => section,
+        Err(problem) => return Ok(Err(problem)),
+    };
     let mut evaluation = Evaluation {
-        status_map: parser.parse(section, ctx),
+        status_map: parse(section)?,
         region: ParsedRegion::TestSection,
     };
     if evaluation.status_map.is_empty() {
         evaluation = Evaluation {
-            status_map: parser.parse(log.as_str(), ctx),
+            status_map: parse(log.as_str())?,
             region: ParsedRegion::WholeLog,
         };
     }
     let map = &evaluation.status_map;
     if map.is_empty() && !shows_suite_evidence(log) {
-        return Err(LogProblem::NoTestResults);
+        return Ok(Err(LogProblem::NoTestResults));
     }
     if let Some(exit_code) = test_exit_code(log)
         && !exit_code.is_zero()
         && !map.is_empty()
-        && !map.iter().any(|(_, status)| {
-            matches!(status.known(), Some(TestStatus::Failed | TestStatus::Error))
-        })
+        && !map.has_failures()
     {
-        return Err(LogProblem::ExitCodeContradictsResults { exit_code });
+        return Ok(Err(LogProblem::ExitCodeContradictsResults { exit_code }));
     }
-    Ok(evaluation)
+    Ok(Ok(evaluation))
 }
 
 #[cfg(test)]

@@ -71,7 +71,15 @@ impl fmt::Display for TestStatus {
 /// `ERROR:` under the key `file`. Such a value is none of the five statuses, so the grader
 /// counts the test neither as passed nor as failed, and the exit-code check does not see an
 /// `ERROR`. [`Status::Other`] keeps that token so that these quirks grade exactly as upstream.
+///
+/// This is also the status an evaluator plugin returns (the WIT `test-status`) and the one an
+/// execution reports; in JSON (feature `serde`) it is the bare word.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(from = "String", into = "String")
+)]
 pub enum Status {
     /// One of the five status words, exactly.
     Known(TestStatus),
@@ -113,6 +121,24 @@ impl Status {
 impl From<TestStatus> for Status {
     fn from(status: TestStatus) -> Status {
         Status::Known(status)
+    }
+}
+
+impl From<String> for Status {
+    fn from(token: String) -> Status {
+        match TestStatus::from_word(&token) {
+            Some(status) => Status::Known(status),
+            None => Status::Other(token),
+        }
+    }
+}
+
+impl From<Status> for String {
+    fn from(status: Status) -> String {
+        match status {
+            Status::Known(status) => status.as_str().to_owned(),
+            Status::Other(token) => token,
+        }
     }
 }
 
@@ -168,6 +194,13 @@ impl StatusMap {
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Whether any test is `FAILED` or `ERROR` (the exit-code cross-check asks this).
+    pub fn has_failures(&self) -> bool {
+        self.entries.iter().any(|(_, status)| {
+            matches!(status.known(), Some(TestStatus::Failed | TestStatus::Error))
+        })
     }
 
     /// The entries in first-insertion order.

@@ -8,8 +8,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
-use super::evaluate::HardenedRegion;
 use super::hardening::Undone;
+use swerve_swebench::hardened::HardenedRegion;
 
 /// The file beside `report.json` holding the cache key and run details.
 pub const META_FILE: &str = "swerve.json";

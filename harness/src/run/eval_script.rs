@@ -1,14 +1,15 @@
 //! The eval script (`eval.sh`), generated exactly as SWE-bench generates it for Python
-//! repositories (spec §5.1), v5's exit-code recording (§5.2), and the split of a script into
-//! the three parts a hardened run executes separately (see `docs/hardening.md`).
+//! repositories, v5's exit-code recording (both described in `docs/harness.md`, "Inputs"), and
+//! the split of a script into the three parts a hardened run executes separately (see
+//! `docs/hardening.md`).
 
 use std::sync::LazyLock;
 
 use regex::Regex;
 use swerve_log_parsers::{END_TEST_OUTPUT, START_TEST_OUTPUT};
 
-use crate::dataset::Instance;
 use crate::images::RepoEnv;
+use swerve_swebench::dataset::Instance;
 
 /// The fixed heredoc delimiter of SWE-bench's test-patch application.
 pub const HEREDOC_DELIMITER: &str = "EOF_114329324912";
@@ -77,8 +78,8 @@ pub fn diff_paths(patch: &str) -> Vec<String> {
         .collect()
 }
 
-/// The test directives (§5.1): the test patch's paths minus non-test files; Django paths become
-/// module labels.
+/// The test directives (SWE-bench's `get_test_directives`): the test patch's paths minus
+/// non-test files; Django paths become module labels.
 pub fn test_directives(repo: &str, test_patch: &str) -> Vec<String> {
     if repo == "swe-bench/humaneval" {
         return vec!["test.py".to_owned()];
@@ -157,8 +158,8 @@ pub fn script_from_spec(row: &Instance, env: &RepoEnv, test_cmd: &str) -> String
     })
 }
 
-/// v5's rewrite of a dataset eval script (§5.2): trim, drop the header lines, record the test
-/// command's exit status around the first end marker, re-add the header.
+/// v5's rewrite of a dataset eval script before it runs it: trim, drop the header lines, record
+/// the test command's exit status around the first end marker, re-add the header.
 pub fn with_exit_code(script: &str) -> String {
     let mut lines: Vec<String> = script
         .trim()
@@ -302,6 +303,12 @@ fn script(lines: impl Iterator<Item = String>) -> String {
     text
 }
 
+/// The lookup of the third-party SWE-bench logs for this crate's unit tests (one copy, shared
+/// with the integration tests).
+#[cfg(test)]
+#[path = "../../tests/support/shared_data.rs"]
+pub(crate) mod shared_data;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,11 +421,14 @@ mod tests {
     /// The real v5 row's eval script is what the generator makes from the row and its spec.
     #[test]
     fn reproduces_a_real_dataset_script() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/data/swebench-logs/django__django-14007.gold/instance.json");
-        let Ok(text) = std::fs::read_to_string(&dir) else {
-            panic!("fixture {} missing", dir.display());
+        let Some(path) = super::shared_data::swebench_logs(
+            "swebench-logs/django__django-14007.gold/instance.json",
+            "eval script of a real dataset row",
+        ) else {
+            return;
         };
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         let row: serde_json::Value = serde_json::from_str(&text).expect("json");
         let inputs = ScriptInputs {
             repo: "django/django",

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt as _, Shared};
-use swerve_host::{EvaluatorPlugin, Execution, TestOutcome, TestStatus};
+use swerve_host::{EvaluatorPlugin, Execution, TestOutcome};
 use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
 use tokio::sync::{OnceCell, Semaphore};
 
@@ -30,8 +30,8 @@ use super::cache::{self, OutcomeKind};
 use super::instance::{InstanceResult, Job, Mode, RunContext, run_instance};
 use super::source::DatasetSource;
 use super::{RunError, eval_script_for, valid_run_id};
-use crate::dataset::Instance;
 use crate::images;
+use swerve_swebench::dataset::Instance;
 
 /// How single executions run.
 #[derive(Debug, Clone)]
@@ -53,13 +53,16 @@ pub struct ExecuteConfig {
     pub limits: Limits,
 }
 
+/// The default limit for one execution's eval script.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
 impl Default for ExecuteConfig {
     fn default() -> Self {
         Self {
             run_id: "execute".to_owned(),
             work_dir: PathBuf::from("logs/execute"),
             workers: 2,
-            timeout: Duration::from_secs(300),
+            timeout: DEFAULT_TIMEOUT,
             mode: Mode::Hardened,
             limits: Limits::default(),
         }
@@ -176,10 +179,7 @@ impl PatchExecutor {
             .thread_name("swerve-execute")
             .enable_all()
             .build()
-            .map_err(|source| RunError::Write {
-                path: config.work_dir.clone(),
-                source,
-            })?;
+            .map_err(RunError::Runtime)?;
         let sandbox = runtime.block_on(Sandbox::connect(SandboxConfig::default()))?;
         let rows = source
             .rows
@@ -356,15 +356,15 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
             return infra(error);
         }
     }
-    let Some(graded) = result.graded else {
+    let Some(grading) = result.grading else {
         return infra(format!("`{}` has no grade", row.instance_id));
     };
-    let (graded, map) = *graded;
-    if graded.report.infra_failure {
-        let reason = graded.report.infra_failure_reason.unwrap_or_default();
+    let report = &grading.report;
+    if report.infra_failure {
+        let reason = report.infra_failure_reason.clone().unwrap_or_default();
         return infra(format!("environment failure in the test log: {reason}"));
     }
-    let tests_status = graded.report.tests_status.unwrap_or_default();
+    let tests_status = report.tests_status.clone().unwrap_or_default();
     let outcomes = |tests: &[String], passed: &[String]| -> Vec<TestOutcome> {
         tests
             .iter()
@@ -376,18 +376,15 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
     };
     Execution {
         patch_applied: true,
-        tests: map
-            .iter()
-            .map(|(name, status)| {
-                (
-                    name.to_owned(),
-                    TestStatus::from(status.as_str().to_owned()),
-                )
-            })
+        tests: grading
+            .status_map()
+            .into_iter()
+            .flat_map(|map| map.iter())
+            .map(|(name, status)| (name.to_owned(), status.clone()))
             .collect(),
         fail_to_pass: outcomes(&row.fail_to_pass, &tests_status.fail_to_pass.success),
         pass_to_pass: outcomes(&row.pass_to_pass, &tests_status.pass_to_pass.success),
-        resolved: graded.report.resolved,
+        resolved: report.resolved,
         infra_error: None,
     }
 }

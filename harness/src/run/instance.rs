@@ -1,24 +1,28 @@
-//! Running one instance (spec §6): container, patch, eval script, log files, grading.
+//! Running one instance as SWE-bench's `run_instance` does: container, patch, eval script, log
+//! files, grading.
 //!
 //! Every failure inside ends as an [`OutcomeKind`] recorded in `swerve.json` and
 //! `run_instance.log`; the container is removed on every path (its handle removes it on drop).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use swerve_host::EvaluatorPlugin;
-use swerve_log_parsers::{LogText, StatusMap};
+use swerve_log_parsers::LogText;
 use swerve_sandbox::{Container, ContainerSpec, ExecOutput, ExecRequest, Limits, Sandbox};
 
 use super::apply::{ApplyOutcome, CONTAINER_PATCH_FILE, apply_patch};
 use super::cache::{InstanceMeta, META_FILE, OutcomeKind, write_atomic};
 use super::eval_script::{REPO_DIRECTORY, ScriptParts};
-use super::evaluate::{Graded, HardenedRegion, grade_with_plugin};
+use super::evaluate::grade_with_plugin;
 use super::hardening::{self, Undone};
 use super::instance_log::InstanceLog;
-use crate::dataset::Instance;
-use crate::report::render_instance_report;
+use swerve_swebench::dataset::Instance;
+use swerve_swebench::grading::Grading;
+use swerve_swebench::hardened::HardenedRegion;
+use swerve_swebench::report::render_instance_report;
 
 /// How the eval script runs and is graded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -95,9 +99,9 @@ pub struct InstanceResult {
     pub overhead: Duration,
     /// Eval script run time.
     pub tests: Duration,
-    /// For a graded outcome (resolved or not) evaluated here: the grade and the parsed test
+    /// For a graded outcome (resolved or not) evaluated here: the grade with its parsed test
     /// statuses, so a caller that needs them (single executions) does not parse the log again.
-    pub graded: Option<Box<(Graded, StatusMap)>>,
+    pub grading: Option<Box<Grading>>,
 }
 
 /// Everything recorded while evaluating, turned into `swerve.json` at the end.
@@ -107,7 +111,7 @@ struct Record {
     hardened: Option<HardenedRegion>,
     undone: Option<Undone>,
     tests: Duration,
-    graded: Option<Box<(Graded, StatusMap)>>,
+    grading: Option<Box<Grading>>,
 }
 
 impl Record {
@@ -118,7 +122,7 @@ impl Record {
             hardened: None,
             undone: None,
             tests: Duration::ZERO,
-            graded: None,
+            grading: None,
         }
     }
 
@@ -188,7 +192,7 @@ fn finish(job: &Job, ctx: &RunContext, record: Record, started: Instant) -> Inst
         reused: false,
         overhead,
         tests: record.tests,
-        graded: record.graded,
+        grading: record.grading,
     }
 }
 
@@ -229,44 +233,22 @@ fn strings(cmd: &[&str]) -> Vec<String> {
     cmd.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The in-container steps; `Err` is an infrastructure failure.
+/// The in-container steps; `Err` is an infrastructure failure. The flow is the same in both
+/// modes; what differs (preparing, the state before the tests, running the script) is in
+/// [`ModeSteps`].
 async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Result<Record> {
     let id = &job.row.instance_id;
-    let api = Duration::from_secs(120);
+    let step = ctx.sandbox.config().timeouts.command;
     fs_err::write(job.dir.join("patch.diff"), &job.patch)?;
     let container = start_container(ctx, job).await?;
     log.info(&format!("Container for {id} started: {}", container.id()));
 
-    // A patch text needs a final newline for git apply; SWE-bench writes it as it is.
-    let mut patch = job.patch.clone();
-    if !patch.ends_with('\n') {
-        patch.push('\n');
-    }
-    let upload = async {
-        container
-            .write_file(CONTAINER_PATCH_FILE, patch.as_bytes())
-            .await
-            .map_err(anyhow::Error::from)
-    };
-    // Hardened: hooks off, the idle process and the untracked files, in one exec while the
-    // patch is copied in.
-    let (idle_pid, untracked_before) = if ctx.mode == Mode::Hardened {
-        let prepare = exec(
-            &container,
-            strings(&["sh", "-c", &hardening::prepare_script()]),
-            api,
-        );
-        let (out, ()) = tokio::try_join!(prepare, upload)?;
-        hardening::parse_prepare(&out.output)
-    } else {
-        upload.await?;
-        (0, Default::default())
-    };
+    let mut steps = ModeSteps::copy_patch(ctx.mode, &container, &job.patch, step).await?;
     log.info(&format!(
         "Intermediate patch for {id} written to {}, now applying to container...",
         job.dir.join("patch.diff").display()
     ));
-    match apply_patch(&container, api).await? {
+    match apply_patch(&container, step).await? {
         ApplyOutcome::Applied { output, .. } => {
             log.info(&format!(">>>>> Applied Patch:\n{output}"))
         }
@@ -277,50 +259,7 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
             return Ok(Record::new(OutcomeKind::PatchApplyFailed));
         }
     }
-
-    let diff_cmd = strings(&["git", "-c", "core.fileMode=false", "diff"]);
-    let mut undone = None;
-    let before = if ctx.mode == Mode::Hardened {
-        let base = job
-            .row
-            .base_commit
-            .clone()
-            .unwrap_or_else(|| "HEAD".to_owned());
-        // Untracked and changed files, and the diff, in one exec.
-        let inspect = exec(
-            &container,
-            vec![
-                "sh".to_owned(),
-                "-c".to_owned(),
-                hardening::INSPECT_SCRIPT.to_owned(),
-                "sh".to_owned(),
-                base.clone(),
-            ],
-            api,
-        )
-        .await?;
-        let (untracked_after, changed, mut before) = hardening::parse_inspect(&inspect.output);
-        let u = Undone::compute(&untracked_before, &untracked_after, &changed);
-        for cmd in u.commands(&base) {
-            let out = exec(&container, cmd.clone(), api).await?;
-            log.info(&format!(
-                "Hardening: `{}` ->\n{}",
-                cmd.join(" "),
-                out.text()
-            ));
-        }
-        if !u.is_empty() {
-            log.info(&format!(
-                "Hardening: undid test infrastructure from the patch (restored {:?}, removed {:?})",
-                u.restored, u.removed
-            ));
-            before = exec(&container, diff_cmd.clone(), api).await?.text();
-        }
-        undone = Some(u);
-        before
-    } else {
-        exec(&container, diff_cmd.clone(), api).await?.text()
-    };
+    let before = steps.diff_before(&container, job, log, step).await?;
     log.info(&format!("Git diff before:\n{before}"));
 
     let eval_file = job.dir.join("eval.sh");
@@ -330,29 +269,16 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         eval_file.display()
     ));
     let tests_started = Instant::now();
-    let run = match ctx.mode {
-        Mode::Compat => run_compat(&container, job, ctx.timeout).await?,
-        Mode::Hardened => run_hardened(&container, job, ctx.timeout, idle_pid, api).await?,
-    };
-    let tests = tests_started.elapsed();
-    log.info(&format!("Test runtime: {:.2} seconds", tests.as_secs_f64()));
-    let test_output = job.dir.join("test_output.txt");
-    let mut text = run.text;
-    if run.timed_out {
-        text.push_str(&format!(
-            "\n\nTimeout error: {} seconds exceeded.",
-            ctx.timeout.as_secs()
-        ));
-    }
-    fs_err::write(&test_output, &text)?;
+    let run = steps.run_script(&container, job, ctx.timeout, step).await?;
     log.info(&format!(
-        "Test output for {id} written to {}",
-        test_output.display()
+        "Test runtime: {:.2} seconds",
+        tests_started.elapsed().as_secs_f64()
     ));
+    let text = write_test_output(job, log, &run, ctx.timeout)?;
     let mut record = Record::new(OutcomeKind::Unresolved);
     record.tests = run.script_time;
     record.hardened = run.region.clone();
-    record.undone = undone;
+    record.undone = steps.into_undone();
     if run.timed_out {
         log.error(&format!(
             "Test timed out after {} seconds.",
@@ -362,11 +288,56 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         record.outcome = OutcomeKind::TimedOut;
         return Ok(record);
     }
-    let after = exec(&container, diff_cmd, api).await?.text();
+    let after = exec(&container, git_diff(), step).await?.text();
     log.info(&format!("Git diff after:\n{after}"));
     if after != before {
         log.info("Git diff changed after running eval script");
     }
+    grade(ctx, job, log, container, text, run.region, record).await
+}
+
+/// `git diff` of the repository, ignoring mode changes.
+fn git_diff() -> Vec<String> {
+    strings(&["git", "-c", "core.fileMode=false", "diff"])
+}
+
+/// Writes `test_output.txt` (with SWE-bench's timeout line when the script ran out of time) and
+/// returns its text.
+fn write_test_output(
+    job: &Job,
+    log: &InstanceLog,
+    run: &ScriptRun,
+    timeout: Duration,
+) -> anyhow::Result<String> {
+    let mut text = run.text.clone();
+    if run.timed_out {
+        text.push_str(&format!(
+            "\n\nTimeout error: {} seconds exceeded.",
+            timeout.as_secs()
+        ));
+    }
+    let test_output = job.dir.join("test_output.txt");
+    fs_err::write(&test_output, &text)?;
+    log.info(&format!(
+        "Test output for {} written to {}",
+        job.row.instance_id,
+        test_output.display()
+    ));
+    Ok(text)
+}
+
+/// Parses the log with the evaluator plugin while the container is removed, then writes
+/// `report.json` and fills in the record's outcome.
+async fn grade(
+    ctx: &RunContext,
+    job: &Job,
+    log: &InstanceLog,
+    container: Container,
+    text: String,
+    region: Option<HardenedRegion>,
+    mut record: Record,
+) -> anyhow::Result<Record> {
+    let id = &job.row.instance_id;
     let context = swerve_host::LogContext {
         repo: job.row.repo.clone(),
         instance_id: id.clone(),
@@ -376,7 +347,6 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     };
     let evaluator = ctx.evaluator.clone();
     let row = job.row.clone();
-    let region = run.region;
     // The container goes while the log is parsed: nothing after the diff needs it.
     let grading = tokio::task::spawn_blocking(move || {
         grade_with_plugin(
@@ -387,11 +357,10 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
             region.as_ref(),
         )
     });
-    let (removed, graded) = tokio::join!(container.remove(), grading);
+    let (removed, grading) = tokio::join!(container.remove(), grading);
     removed?;
-    let graded = graded?;
-    let (graded, statuses) = match graded {
-        Ok(g) => g,
+    let grading = match grading? {
+        Ok(grading) => grading,
         Err(failure) => {
             log.error(&failure.to_string());
             record.outcome = OutcomeKind::EvaluatorFailed;
@@ -399,11 +368,12 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
             return Ok(record);
         }
     };
-    if let Some(problem) = &graded.problem {
+    if let Some(problem) = grading.problem() {
         log.info(&format!("Log not gradeable: {problem}"));
     }
-    let report = render_instance_report(id, &graded.report);
-    record.outcome = if graded.report.resolved {
+    let resolved = grading.report.resolved;
+    let report = render_instance_report(id, &grading.report);
+    record.outcome = if resolved {
         OutcomeKind::Resolved
     } else {
         OutcomeKind::Unresolved
@@ -413,14 +383,163 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     write_atomic(&job.dir.join("report.json"), &report)?;
     log.info(&format!(
         "report: {report}\nResult for {id}: resolved: {}",
-        if graded.report.resolved {
-            "True"
-        } else {
-            "False"
-        }
+        if resolved { "True" } else { "False" }
     ));
-    record.graded = Some(Box::new((graded, statuses)));
+    record.grading = Some(Box::new(grading));
     Ok(record)
+}
+
+/// The steps in which the two modes differ, and what hardened mode carries between them.
+enum ModeSteps {
+    /// SWE-bench as it is.
+    Compat,
+    /// Test infrastructure from the patch undone; the script in three execs with nonces.
+    Hardened {
+        /// The container's idle process, which the process sweeps spare.
+        idle_pid: u32,
+        /// Untracked files before the patch.
+        untracked_before: BTreeSet<String>,
+        /// What was undone, once known.
+        undone: Option<Undone>,
+    },
+}
+
+impl ModeSteps {
+    /// Copies the patch into the container (with the final newline `git apply` needs; SWE-bench
+    /// writes it as it is). Hardened mode also turns hooks off and records the idle process and
+    /// the untracked files, in one exec while the patch is copied.
+    async fn copy_patch(
+        mode: Mode,
+        container: &Container,
+        patch: &str,
+        step: Duration,
+    ) -> anyhow::Result<ModeSteps> {
+        let mut patch = patch.to_owned();
+        if !patch.ends_with('\n') {
+            patch.push('\n');
+        }
+        let upload = async {
+            container
+                .write_file(CONTAINER_PATCH_FILE, patch.as_bytes())
+                .await
+                .map_err(anyhow::Error::from)
+        };
+        match mode {
+            Mode::Compat => {
+                upload.await?;
+                Ok(ModeSteps::Compat)
+            }
+            Mode::Hardened => {
+                let prepare = exec(
+                    container,
+                    strings(&["sh", "-c", &hardening::prepare_script()]),
+                    step,
+                );
+                let (out, ()) = tokio::try_join!(prepare, upload)?;
+                let (idle_pid, untracked_before) = hardening::parse_prepare(&out.output);
+                Ok(ModeSteps::Hardened {
+                    idle_pid,
+                    untracked_before,
+                    undone: None,
+                })
+            }
+        }
+    }
+
+    /// The `git diff` after the patch. Hardened mode first undoes the test infrastructure the
+    /// patch touched.
+    async fn diff_before(
+        &mut self,
+        container: &Container,
+        job: &Job,
+        log: &InstanceLog,
+        step: Duration,
+    ) -> anyhow::Result<String> {
+        match self {
+            ModeSteps::Compat => Ok(exec(container, git_diff(), step).await?.text()),
+            ModeSteps::Hardened {
+                untracked_before,
+                undone,
+                ..
+            } => {
+                let (u, before) =
+                    undo_test_infrastructure(container, job, log, untracked_before, step).await?;
+                *undone = Some(u);
+                Ok(before)
+            }
+        }
+    }
+
+    /// Runs the eval script.
+    async fn run_script(
+        &self,
+        container: &Container,
+        job: &Job,
+        timeout: Duration,
+        step: Duration,
+    ) -> anyhow::Result<ScriptRun> {
+        match self {
+            ModeSteps::Compat => run_compat(container, job, timeout).await,
+            ModeSteps::Hardened { idle_pid, .. } => {
+                run_hardened(container, job, timeout, *idle_pid, step).await
+            }
+        }
+    }
+
+    /// What hardened mode undid (`None` in compatible mode).
+    fn into_undone(self) -> Option<Undone> {
+        match self {
+            ModeSteps::Compat => None,
+            ModeSteps::Hardened { undone, .. } => undone,
+        }
+    }
+}
+
+/// Restores the tracked test infrastructure the patch changed and removes what it added, then
+/// returns what was undone and the `git diff` after that (untracked and changed files and the
+/// diff come from one exec).
+async fn undo_test_infrastructure(
+    container: &Container,
+    job: &Job,
+    log: &InstanceLog,
+    untracked_before: &BTreeSet<String>,
+    step: Duration,
+) -> anyhow::Result<(Undone, String)> {
+    let base = job
+        .row
+        .base_commit
+        .clone()
+        .unwrap_or_else(|| "HEAD".to_owned());
+    let inspect = exec(
+        container,
+        vec![
+            "sh".to_owned(),
+            "-c".to_owned(),
+            hardening::INSPECT_SCRIPT.to_owned(),
+            "sh".to_owned(),
+            base.clone(),
+        ],
+        step,
+    )
+    .await?;
+    let (untracked_after, changed, mut before) = hardening::parse_inspect(&inspect.output);
+    let undone = Undone::compute(untracked_before, &untracked_after, &changed);
+    for cmd in undone.commands(&base) {
+        let out = exec(container, cmd.clone(), step).await?;
+        log.info(&format!(
+            "Hardening: `{}` ->\n{}",
+            cmd.join(" "),
+            out.text()
+        ));
+    }
+    if !undone.is_empty() {
+        log.info(&format!(
+            "Hardening: undid test infrastructure from the patch (restored {:?}, removed {:?})",
+            undone.restored, undone.removed
+        ));
+        before = exec(container, git_diff(), step).await?.text();
+    }
+    Ok((undone, before))
 }
 
 /// The eval script's output and what the host knows about it.
@@ -461,7 +580,7 @@ async fn run_hardened(
     job: &Job,
     timeout: Duration,
     idle_pid: u32,
-    api: Duration,
+    step: Duration,
 ) -> anyhow::Result<ScriptRun> {
     const ENV_FILE: &str = "/run/swerve-eval.env";
     let parts = ScriptParts::split(&job.eval_script)?;
@@ -490,7 +609,7 @@ async fn run_hardened(
             script_time,
         });
     }
-    exec(container, strings(&["sh", "-c", &kill]), api).await?;
+    exec(container, strings(&["sh", "-c", &kill]), step).await?;
 
     let start_nonce = hardening::nonce()?;
     let tests = exec(
@@ -505,7 +624,7 @@ async fn run_hardened(
     .await?;
     text.push_str(&tests.text());
     script_time += tests.elapsed;
-    exec(container, strings(&["sh", "-c", &kill]), api).await?;
+    exec(container, strings(&["sh", "-c", &kill]), step).await?;
     if tests.timed_out {
         return Ok(ScriptRun {
             text,

@@ -1,10 +1,10 @@
-//! `harness run`: SWE-bench's `run_evaluation` on swerve's sandbox (spec §§3–9).
+//! `harness run`: SWE-bench's `run_evaluation` on swerve's sandbox (`docs/harness.md`).
 //!
 //! The flow: resolve the dataset ([`source`]) and predictions, sweep containers left by an
 //! earlier run with this id, make the images ([`crate::images`]), take each row's own eval
 //! script or generate one ([`eval_script`]), reuse results whose content key matches
 //! ([`cache`]), evaluate the rest with at most `max_workers` containers at once ([`instance`]),
-//! and write the run report with [`crate::report`]. Hardened mode (default) is described in
+//! and write the run report with [`swerve_swebench::report`]. Hardened mode (default) is described in
 //! `docs/hardening.md`.
 
 pub mod apply;
@@ -28,15 +28,16 @@ use swerve_log_parsers::{LogText, classify_infra_failure};
 use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
 
 use crate::images::{self, ImageRecipe};
-use crate::predictions::{self, Prediction, PredictionsError};
-use crate::report::{
-    DockerLeftovers, RunResults, SubmittedPrediction, build_run_report, render_run_report,
-    run_report_path,
-};
 use cache::{InstanceMeta, META_FILE, OutcomeKind, Resume};
 use eval_script::{ScriptParts, harden_test_cmd, script_from_spec, with_exit_code};
 pub use instance::{InstanceResult, Job, Mode, RunContext};
 use source::DatasetSource;
+use swerve_swebench::Instance;
+use swerve_swebench::predictions::{self, Prediction, PredictionsError};
+use swerve_swebench::report::{
+    DockerLeftovers, RunResults, SubmittedPrediction, build_run_report, render_run_report,
+    run_report_path,
+};
 
 /// A validated `harness run`.
 #[derive(Debug, Clone)]
@@ -80,6 +81,9 @@ pub enum RunError {
     /// The base image could not be made.
     #[error(transparent)]
     Images(#[from] images::ImagesError),
+    /// The async runtime that drives the containers could not be started.
+    #[error("cannot start the async runtime for executions")]
+    Runtime(#[source] std::io::Error),
     /// A file could not be written.
     #[error("cannot write {}", path.display())]
     Write {
@@ -138,13 +142,13 @@ pub fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
 
 /// The eval script of a row and the test command for the log parser's context. A row's own
 /// `eval_script` (SWE-bench 5 rows) wins and runs verbatim, with only what v5 itself does to it
-/// (spec §5.2: header lines dropped and re-added, exit-code lines around the end marker); a
+/// (header lines dropped and re-added, exit-code lines around the end marker); a
 /// row without one gets the script generated from its environment spec (hardened: with
 /// `-p no:cacheprovider`; a verbatim script gets it through `PYTEST_ADDOPTS` when it runs, see
 /// [`ScriptParts::tests_script`]). `None` when the row has neither.
 pub fn eval_script_for(
     source: &DatasetSource,
-    row: &crate::dataset::Instance,
+    row: &swerve_swebench::dataset::Instance,
     mode: Mode,
 ) -> Option<(String, String)> {
     if let Some(script) = row.eval_script.as_deref() {
@@ -226,11 +230,13 @@ fn record_failure(
         reused: false,
         overhead: Duration::ZERO,
         tests: Duration::ZERO,
-        graded: None,
+        grading: None,
     }
 }
 
-/// Runs the evaluation and writes the run report.
+/// Runs the evaluation and writes the run report: select the predictions to run, prepare each
+/// one's image and job, reuse results whose content key matches, evaluate the rest in
+/// containers, then write the report.
 pub async fn run(
     config: &RunConfig,
     split: &str,
@@ -240,22 +246,7 @@ pub async fn run(
     if !valid_run_id(&config.run_id) {
         return Err(RunError::RunId(config.run_id.clone()));
     }
-    predictions::check_in_dataset(&config.predictions, &config.source.all_ids)?;
-    let by_id: BTreeMap<&str, &Prediction> = config
-        .predictions
-        .iter()
-        .map(|p| (p.instance_id.as_str(), p))
-        .collect();
-    let missing = config
-        .instance_ids
-        .iter()
-        .filter(|id| !by_id.contains_key(id.as_str()))
-        .count();
-    if missing > 0 {
-        progress.message(&format!(
-            "Warning: Missing predictions for {missing} instance IDs."
-        ));
-    }
+    let to_run = select(config, progress)?;
     let model = config
         .predictions
         .first()
@@ -263,23 +254,7 @@ pub async fn run(
     write_run_json(config, split)?;
 
     let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
-    let swept = sandbox.sweep(Some(&config.run_id)).await?;
-    if !swept.is_empty() {
-        progress.message(&format!(
-            "Removed {} containers left by an earlier run of {}",
-            swept.len(),
-            config.run_id
-        ));
-    }
-
-    let to_run: Vec<(&crate::dataset::Instance, &Prediction)> = config
-        .source
-        .rows
-        .iter()
-        .filter_map(|row| by_id.get(row.instance_id.as_str()).map(|p| (row, *p)))
-        .filter(|(_, p)| !p.is_empty_patch())
-        .collect();
-
+    sweep(&sandbox, &config.run_id, progress).await?;
     let needs_base = to_run
         .iter()
         .any(|(row, _)| config.source.environments.get(row).is_some());
@@ -289,111 +264,17 @@ pub async fn run(
     } else {
         String::new()
     };
-
-    let ctx = RunContext {
-        sandbox: sandbox.clone(),
-        evaluator,
-        run_id: config.run_id.clone(),
-        timeout: config.timeout,
-        limits: config.limits.clone(),
-        mode: config.mode,
-    };
     let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
     let workers = config.max_workers.max(1);
 
     // Images and jobs, `workers` at a time (builds of one recipe are serialised by the
     // sandbox's build lock).
     let prepared: Vec<Result<Job, InstanceResult>> = futures_util::stream::iter(to_run.iter())
-        .map(|(row, pred)| {
-            let sandbox = &sandbox;
-            let base = &base;
-            let model_dir = &model_dir;
-            async move {
-                let dir = model_dir.join(&row.instance_id);
-                let fail = |outcome, e: String| record_failure(&dir, &row.instance_id, outcome, e);
-                let recipe = match images::recipe(
-                    row,
-                    &config.source.environments,
-                    &config.source.repos_dir,
-                    base,
-                ) {
-                    Ok(r) => r,
-                    Err(e) => return Err(fail(OutcomeKind::InfraError, format!("{e:#}"))),
-                };
-                let image = recipe.image_name();
-                let info = match images::ensure(sandbox, &recipe).await {
-                    Ok(t) => t
-                        .last()
-                        .map(|t| t.info.clone())
-                        .expect("one image at least"),
-                    Err(e) => {
-                        let e = match (&recipe, &e) {
-                            (
-                                ImageRecipe::Prebuilt(name),
-                                images::ImagesError::Sandbox {
-                                    source: swerve_sandbox::Error::ImageNotFound { .. },
-                                    ..
-                                },
-                            ) => {
-                                format!("Image {name} not found for {}", row.instance_id)
-                            }
-                            _ => error_chain(&e),
-                        };
-                        return Err(fail(OutcomeKind::InfraError, e));
-                    }
-                };
-                let Some((eval_script, test_command)) =
-                    eval_script_for(&config.source, row, config.mode)
-                else {
-                    return Err(fail(
-                        OutcomeKind::InfraError,
-                        "no environment spec and no eval_script in the row".to_owned(),
-                    ));
-                };
-                let patch = pred.model_patch.clone().unwrap_or_default();
-                let log_parser = config.source.log_parser_for(row);
-                Ok(Job {
-                    cache_key: cache::cache_key(
-                        &info.id,
-                        &patch,
-                        &eval_script,
-                        config.mode.as_str(),
-                    ),
-                    row: (*row).clone(),
-                    patch,
-                    eval_script,
-                    image,
-                    image_id: info.id,
-                    dir,
-                    log_parser,
-                    test_command,
-                })
-            }
-        })
+        .map(|(row, pred)| prepare_job(config, &sandbox, &base, &model_dir, row, pred))
         .buffer_unordered(workers)
         .collect()
         .await;
-
-    let mut instances = Vec::new();
-    let mut jobs = Vec::new();
-    for p in prepared {
-        match p {
-            Ok(job) if cache::reusable(&job.dir, &job.cache_key, config.resume) => {
-                let outcome =
-                    cache::read_meta(&job.dir).map_or(OutcomeKind::Unresolved, |m| m.outcome);
-                instances.push(InstanceResult {
-                    instance_id: job.row.instance_id.clone(),
-                    outcome,
-                    reused: true,
-                    overhead: Duration::ZERO,
-                    tests: Duration::ZERO,
-                    graded: None,
-                });
-            }
-            Ok(job) => jobs.push(job),
-            Err(failed) => instances.push(failed),
-        }
-    }
+    let (mut instances, jobs) = reuse_or_queue(prepared, config.resume);
     let reused = instances.iter().filter(|r| r.reused).count();
     if reused > 0 {
         progress.message(&format!("{reused} instances already run, skipping..."));
@@ -402,6 +283,14 @@ pub async fn run(
     for r in &instances {
         progress.done(r);
     }
+    let ctx = RunContext {
+        sandbox: sandbox.clone(),
+        evaluator,
+        run_id: config.run_id.clone(),
+        timeout: config.timeout,
+        limits: config.limits.clone(),
+        mode: config.mode,
+    };
     let evaluated: Vec<InstanceResult> = futures_util::stream::iter(jobs.iter())
         .map(|job| {
             let ctx = &ctx;
@@ -420,14 +309,7 @@ pub async fn run(
     // Every container of this run is removed when its instance ends, so what still carries the
     // run id comes from a killed run with the same id whose container create was still in
     // flight at the first sweep (the engine finishes it after the client died).
-    let late = sandbox.sweep(Some(&config.run_id)).await?;
-    if !late.is_empty() {
-        progress.message(&format!(
-            "Removed {} containers left by an earlier run of {}",
-            late.len(),
-            config.run_id
-        ));
-    }
+    sweep(&sandbox, &config.run_id, progress).await?;
     let docker = leftovers(&sandbox, &config.run_id, &config.source, &base).await;
     let results = make_report(config, &model_dir, Some(docker));
     let file = run_report_path(&config.report_dir, &model, &config.run_id);
@@ -437,6 +319,140 @@ pub async fn run(
         report_file: file,
         instances,
     })
+}
+
+/// The dataset rows that have a prediction with a non-empty patch, in dataset order; warns
+/// about requested instances without a prediction, as SWE-bench does.
+fn select<'c>(
+    config: &'c RunConfig,
+    progress: &dyn Progress,
+) -> Result<Vec<(&'c Instance, &'c Prediction)>, RunError> {
+    predictions::check_in_dataset(&config.predictions, &config.source.all_ids)?;
+    let by_id: BTreeMap<&str, &Prediction> = config
+        .predictions
+        .iter()
+        .map(|p| (p.instance_id.as_str(), p))
+        .collect();
+    let missing = config
+        .instance_ids
+        .iter()
+        .filter(|id| !by_id.contains_key(id.as_str()))
+        .count();
+    if missing > 0 {
+        progress.message(&format!(
+            "Warning: Missing predictions for {missing} instance IDs."
+        ));
+    }
+    Ok(config
+        .source
+        .rows
+        .iter()
+        .filter_map(|row| by_id.get(row.instance_id.as_str()).map(|p| (row, *p)))
+        .filter(|(_, p)| !p.is_empty_patch())
+        .collect())
+}
+
+/// Removes the containers an earlier run with this id left, saying so.
+async fn sweep(sandbox: &Sandbox, run_id: &str, progress: &dyn Progress) -> Result<(), RunError> {
+    let swept = sandbox.sweep(Some(run_id)).await?;
+    if !swept.is_empty() {
+        progress.message(&format!(
+            "Removed {} containers left by an earlier run of {run_id}",
+            swept.len(),
+        ));
+    }
+    Ok(())
+}
+
+/// One prediction's image (built or pulled) and job; an instance that cannot start is recorded
+/// as failed in its log folder.
+async fn prepare_job(
+    config: &RunConfig,
+    sandbox: &Sandbox,
+    base: &str,
+    model_dir: &Path,
+    row: &Instance,
+    pred: &Prediction,
+) -> Result<Job, InstanceResult> {
+    let dir = model_dir.join(&row.instance_id);
+    let fail = |e: String| record_failure(&dir, &row.instance_id, OutcomeKind::InfraError, e);
+    let recipe = images::recipe(
+        row,
+        &config.source.environments,
+        &config.source.repos_dir,
+        base,
+    )
+    .map_err(|e| fail(format!("{e:#}")))?;
+    let image = recipe.image_name();
+    let info = match images::ensure(sandbox, &recipe).await {
+        Ok(timings) => timings
+            .last()
+            .map(|t| t.info.clone())
+            .expect("one image at least"),
+        Err(e) => return Err(fail(image_error(&recipe, &e, &row.instance_id))),
+    };
+    let Some((eval_script, test_command)) = eval_script_for(&config.source, row, config.mode)
+    else {
+        return Err(fail(
+            "no environment spec and no eval_script in the row".to_owned(),
+        ));
+    };
+    let patch = pred.model_patch.clone().unwrap_or_default();
+    Ok(Job {
+        cache_key: cache::cache_key(&info.id, &patch, &eval_script, config.mode.as_str()),
+        row: row.clone(),
+        patch,
+        eval_script,
+        image,
+        image_id: info.id,
+        dir,
+        log_parser: config.source.log_parser_for(row),
+        test_command,
+    })
+}
+
+/// What an image failure is recorded as: SWE-bench's message for a prebuilt image that is not
+/// there, else the error with its causes.
+fn image_error(recipe: &ImageRecipe, e: &images::ImagesError, instance_id: &str) -> String {
+    match (recipe, e) {
+        (
+            ImageRecipe::Prebuilt(name),
+            images::ImagesError::Sandbox {
+                source: swerve_sandbox::Error::ImageNotFound { .. },
+                ..
+            },
+        ) => format!("Image {name} not found for {instance_id}"),
+        _ => error_chain(e),
+    }
+}
+
+/// Splits prepared jobs into results to reuse (their content key matches a finished result) and
+/// jobs to run; failures to prepare are results already.
+fn reuse_or_queue(
+    prepared: Vec<Result<Job, InstanceResult>>,
+    resume: Resume,
+) -> (Vec<InstanceResult>, Vec<Job>) {
+    let mut instances = Vec::new();
+    let mut jobs = Vec::new();
+    for p in prepared {
+        match p {
+            Ok(job) if cache::reusable(&job.dir, &job.cache_key, resume) => {
+                let outcome =
+                    cache::read_meta(&job.dir).map_or(OutcomeKind::Unresolved, |m| m.outcome);
+                instances.push(InstanceResult {
+                    instance_id: job.row.instance_id.clone(),
+                    outcome,
+                    reused: true,
+                    overhead: Duration::ZERO,
+                    tests: Duration::ZERO,
+                    grading: None,
+                });
+            }
+            Ok(job) => jobs.push(job),
+            Err(failed) => instances.push(failed),
+        }
+    }
+    (instances, jobs)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -10,7 +10,9 @@ use swerve_log_parsers::LogText;
 use super::cache::{self, OutcomeKind};
 use super::evaluate::grade_with_plugin;
 use super::{RunConfig, RunError, eval_script_for, make_report, run_dir};
-use crate::report::{RunResults, render_instance_report, render_run_report, run_report_path};
+use swerve_swebench::report::{
+    RunResults, render_instance_report, render_run_report, run_report_path,
+};
 
 /// Re-grades every instance folder that has a `test_output.txt`; returns the run report and
 /// the file it was written to.
@@ -20,7 +22,7 @@ pub fn rewrite_reports(
 ) -> Result<(RunResults, PathBuf), RunError> {
     let model = config.predictions.first().map_or_else(
         || "None".to_owned(),
-        crate::predictions::Prediction::model_dir_name,
+        swerve_swebench::predictions::Prediction::model_dir_name,
     );
     let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
     for row in &config.source.rows {
@@ -40,8 +42,7 @@ pub fn rewrite_reports(
             parser: config.source.log_parser_for(row),
         };
         let region = meta.as_ref().and_then(|m| m.hardened.as_ref());
-        let Ok((graded, _)) =
-            grade_with_plugin(evaluator, &context, row, &LogText::new(&raw), region)
+        let Ok(graded) = grade_with_plugin(evaluator, &context, row, &LogText::new(&raw), region)
         else {
             tracing::warn!(instance = %row.instance_id, "log parser failed; report left as it is");
             continue;

@@ -5,14 +5,19 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::dataset::{self, DatasetError, Instance};
 use crate::images::{Environments, ImagesError};
+use swerve_swebench::bundled::{SWERVE_MINI, SWERVE_MINI_FILES, SWERVE_MINI_ROWS};
+use swerve_swebench::dataset::{self, DatasetError, Instance};
 
-/// The bundled dataset's folder.
-pub fn bundled_dir(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("datasets")
-        .join(name)
+/// The folder of the bundled dataset `swerve-mini`, written out of the binary into swerve's cache
+/// folder on first use (so an installed `harness` needs no source tree).
+pub fn swerve_mini_dir() -> Result<PathBuf, SourceError> {
+    swerve_host::materialise("datasets", SWERVE_MINI, SWERVE_MINI_FILES).map_err(|source| {
+        SourceError::Bundled {
+            cache: swerve_host::cache_root(),
+            source,
+        }
+    })
 }
 
 /// A resolved dataset.
@@ -52,6 +57,15 @@ pub enum SourceError {
         /// The split.
         split: String,
     },
+    /// The bundled dataset could not be written into the cache folder.
+    #[error("cannot write the bundled dataset `swerve-mini` into {}", cache.display())]
+    Bundled {
+        /// swerve's cache folder.
+        cache: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The rows could not be read.
     #[error(transparent)]
     Rows(#[from] DatasetError),
@@ -84,8 +98,8 @@ pub fn resolve(
     split: &str,
     repos_override: Option<&Path>,
 ) -> Result<DatasetSource, SourceError> {
-    let path = if name.eq_ignore_ascii_case("swerve-mini") {
-        bundled_dir("swerve-mini").join("swerve-mini.jsonl")
+    let path = if name.eq_ignore_ascii_case(SWERVE_MINI) {
+        swerve_mini_dir()?.join(SWERVE_MINI_ROWS)
     } else {
         let p = PathBuf::from(name);
         if p.is_dir() {
@@ -101,6 +115,9 @@ pub fn resolve(
         }
     };
     let rows = dataset::read_rows(&path)?;
+    for row in &rows {
+        row.check_evaluable()?;
+    }
     let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
     let env_file = dir.join("environments.json");
     let environments = if env_file.is_file() {
@@ -202,7 +219,7 @@ mod tests {
             Err(SourceError::Hub { .. })
         ));
         let dir = resolve(
-            &bundled_dir("swerve-mini").display().to_string(),
+            &swerve_mini_dir().unwrap().display().to_string(),
             "test",
             None,
         )

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dfdx::prelude::Cpu;
-use swerve_harness::plugin_spec::PluginSpec;
+#[cfg(feature = "execute")]
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
-use swerve_host::{Host, HostConfig};
+use swerve_host::{HostConfig, PluginSpec};
 
 use super::data::{PromptStyle, gold_examples, read_sft_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
@@ -30,8 +30,9 @@ pub fn settings_table(file: Option<&Path>, overrides: &[String]) -> Result<toml:
     let mut table = match file {
         Some(path) => {
             let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
-            toml::from_str::<toml::Table>(&text).map_err(|e| Error::Training {
-                reason: format!("{}: {}", path.display(), e.message()),
+            toml::from_str::<toml::Table>(&text).map_err(|e| Error::Settings {
+                path: path.to_path_buf(),
+                source: Box::new(e),
             })?
         }
         None => toml::Table::new(),
@@ -61,18 +62,17 @@ pub fn sft_config(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig
     SftConfig::from_toml_str(&text)
 }
 
-/// The plugin host's precompile cache: `$SWERVE_CACHE_DIR`, else `~/.cache/swerve/plugins`.
+/// The plugin host's settings: the default budgets and precompile cache.
 pub fn plugin_host_config() -> HostConfig {
-    let cache_dir = std::env::var_os("SWERVE_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/swerve/plugins"))
-        });
     HostConfig {
-        cache_dir,
+        cache_dir: Some(swerve_host::default_precompile_dir()),
         ..HostConfig::default()
     }
 }
+
+/// The default limit for one instance's tests with `--execute`, as `harness run --timeout`'s
+/// default for executions.
+pub const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `--execute`: run each completion's patch in the Docker sandbox before scoring, as `harness
 /// run` would, so that execution rewards (the `tests-fixed` plugin) see the test results.
@@ -91,7 +91,9 @@ pub struct ExecuteSpec {
 
 /// Starts the harness's sandbox executor for `spec`, parsing logs with the bundled
 /// `swebench-parsers` evaluator plugin.
-pub fn start_executor(spec: &ExecuteSpec) -> Result<PatchExecutor> {
+#[cfg(feature = "execute")]
+pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
+    use swerve_host::Host;
     let fail = |source: Box<dyn std::error::Error + Send + Sync>| Error::Execute {
         dataset: spec.dataset.clone(),
         source,
@@ -102,7 +104,7 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<PatchExecutor> {
     let host = Host::new(plugin_host_config()).map_err(Error::Reward)?;
     let evaluator = host
         .load_evaluator(
-            &swerve_plugins::bundled("swebench-parsers"),
+            &swerve_host::bundled::expect("swebench-parsers"),
             &Default::default(),
         )
         .map_err(Error::Reward)?;
@@ -113,7 +115,17 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<PatchExecutor> {
         run_id: format!("trainer-{}", std::process::id()),
         ..ExecuteConfig::default()
     };
-    PatchExecutor::new(source, evaluator, config).map_err(|e| fail(e.into()))
+    let executor = PatchExecutor::new(source, evaluator, config).map_err(|e| fail(e.into()))?;
+    Ok(Box::new(executor))
+}
+
+/// Without the `execute` feature the trainer links no container client: `--execute` is refused.
+#[cfg(not(feature = "execute"))]
+pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
+    Err(Error::Execute {
+        dataset: spec.dataset.clone(),
+        source: "this trainer was built without the `execute` feature (no Docker client)".into(),
+    })
 }
 
 /// Where a run starts from.
@@ -181,7 +193,7 @@ pub fn run_grpo(
             prompt_style: cmd.prompt_style,
             tokenizer: &tokenizer,
             rewards: &rewards,
-            executor: executor.as_ref().map(|e| e as &dyn Executor),
+            executor: executor.as_deref(),
         },
         policy,
         &initial,

@@ -1,37 +1,22 @@
 //! Training data: task rows (a dataset line with the files that prompts and rewards need),
 //! their prompts, gold SEARCH/REPLACE completions, and prompt/completion pairs for SFT.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use swerve_swebench::Instance;
+
 use crate::error::{Error, Result};
 use crate::prompt::{self, PromptFormat, Task};
 
-/// One task of a SWE-bench-style dataset, with the fields swerve's training reads. Unknown
-/// fields are ignored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TaskRow {
-    /// `<owner>__<repo>-<PR number>`.
-    pub instance_id: String,
-    /// The issue text.
-    #[serde(default)]
-    pub problem_statement: String,
-    /// Files shown to the model: path → original text.
-    #[serde(default)]
-    pub code_context: BTreeMap<String, String>,
-    /// The gold change's new text of every file it touches: path → text.
-    #[serde(default)]
-    pub oracle_new_content: BTreeMap<String, String>,
-    /// The gold patch, when known.
-    #[serde(default)]
-    pub patch: Option<String>,
-}
-
-/// Reads a JSONL file of task rows.
-pub fn read_tasks(path: &Path) -> Result<Vec<TaskRow>> {
-    read_jsonl(path)
+/// Reads task rows: a `.jsonl`, `.json` or `.parquet` file of SWE-bench-style rows
+/// ([`Instance`]) that carry `code_context` and `oracle_new_content`.
+pub fn read_tasks(path: &Path) -> Result<Vec<Instance>> {
+    swerve_swebench::dataset::read_rows(path).map_err(|source| Error::Dataset {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// One SFT example.
@@ -75,7 +60,7 @@ pub struct PromptStyle {
 
 impl PromptStyle {
     /// The prompt for `task`.
-    pub fn render(&self, task: &TaskRow) -> String {
+    pub fn render(&self, task: &Instance) -> String {
         let focused;
         let files = match self.focus {
             Some(radius) => {
@@ -86,7 +71,7 @@ impl PromptStyle {
         };
         prompt::render(
             &Task {
-                problem_statement: &task.problem_statement,
+                problem_statement: task.problem_statement.as_deref().unwrap_or_default(),
                 files,
             },
             self.format,
@@ -101,7 +86,7 @@ pub const GOLD_THOUGHT: &str = "Make the change the issue asks for.";
 /// region of each file (CPython `difflib` grouping with two context lines, as
 /// `harness/samples/make_samples.py` renders them), a new file as one block with an empty
 /// SEARCH part.
-pub fn gold_completion(task: &TaskRow) -> String {
+pub fn gold_completion(task: &Instance) -> String {
     let mut blocks = Vec::new();
     for (path, new) in &task.oracle_new_content {
         let old = task.code_context.get(path).map_or("", String::as_str);
@@ -140,7 +125,7 @@ fn render_block(path: &str, search: &str, replace: &str) -> String {
 }
 
 /// SFT examples from tasks: each task's prompt with its gold completion.
-pub fn gold_examples(tasks: &[TaskRow], style: &PromptStyle) -> Vec<SftExample> {
+pub fn gold_examples(tasks: &[Instance], style: &PromptStyle) -> Vec<SftExample> {
     tasks
         .iter()
         .map(|t| SftExample {
@@ -152,15 +137,17 @@ pub fn gold_examples(tasks: &[TaskRow], style: &PromptStyle) -> Vec<SftExample> 
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
-    fn task(old: &str, new: &str) -> TaskRow {
-        TaskRow {
+    fn task(old: &str, new: &str) -> Instance {
+        Instance {
             instance_id: "o__r-1".into(),
-            problem_statement: "Fix it.".into(),
+            problem_statement: Some("Fix it.".into()),
             code_context: BTreeMap::from([("m.py".to_owned(), old.to_owned())]),
             oracle_new_content: BTreeMap::from([("m.py".to_owned(), new.to_owned())]),
-            patch: None,
+            ..Instance::default()
         }
     }
 

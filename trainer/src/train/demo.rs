@@ -23,7 +23,7 @@ use std::time::Instant;
 use dfdx::prelude::Cpu;
 use serde::{Deserialize, Serialize};
 
-use super::data::{PromptStyle, TaskRow, gold_examples, read_tasks};
+use super::data::{PromptStyle, gold_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
 use super::metrics_log::{self, StepMetrics};
 use super::predict::predict;
@@ -38,6 +38,7 @@ use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, ModelConfig, ModelParams};
 use crate::prompt::PromptFormat;
 use crate::tokenizer::Tokenizer;
+use swerve_swebench::Instance;
 
 /// `model_name_or_path` of the demo's predictions (`harness run` names its run report
 /// `swerve-mini-tiny.<run id>.json` after it).
@@ -139,8 +140,9 @@ pub struct DemoPaths {
     pub dataset: PathBuf,
     /// The tiny model assets (`trainer/assets/tiny`): `config.json`, `tokenizer.json`.
     pub assets: PathBuf,
-    /// The repository root (for training the tokenizer when the asset is missing).
-    pub repo_root: PathBuf,
+    /// The repository root, when running from one (for training the tokenizer when the asset
+    /// is missing).
+    pub repo_root: Option<PathBuf>,
     /// Where everything is written.
     pub out: PathBuf,
 }
@@ -294,7 +296,7 @@ pub fn run(
         ),
         predictions_with_patch: predicted
             .iter()
-            .filter(|p| !p.prediction.model_patch.is_empty())
+            .filter(|p| !p.prediction.is_empty_patch())
             .count(),
         seconds,
     };
@@ -306,12 +308,14 @@ pub fn run(
 }
 
 /// The tasks as the demo shows them: the issue cut to its title when asked.
-pub fn demo_tasks(tasks: &[TaskRow], title_only: bool) -> Vec<TaskRow> {
+pub fn demo_tasks(tasks: &[Instance], title_only: bool) -> Vec<Instance> {
     tasks
         .iter()
-        .map(|t| TaskRow {
+        .map(|t| Instance {
             problem_statement: if title_only {
-                t.problem_statement.lines().next().unwrap_or("").to_owned()
+                t.problem_statement
+                    .as_deref()
+                    .map(|p| p.lines().next().unwrap_or("").to_owned())
             } else {
                 t.problem_statement.clone()
             },
@@ -326,10 +330,14 @@ fn tokenizer_file(paths: &DemoPaths) -> Result<PathBuf> {
     if asset.exists() {
         return Ok(asset);
     }
+    let Some(root) = &paths.repo_root else {
+        return Err(Error::io(&asset, std::io::ErrorKind::NotFound.into()));
+    };
     let out = paths.out.join("tokenizer").join("tokenizer.json");
-    let spec = crate::cli::tokenizer::TokenizerSpec::bundled(&paths.repo_root);
-    crate::cli::tokenizer::run(&spec, &out).map_err(|e| Error::Training {
-        reason: format!("cannot train the tiny tokenizer: {e:#}"),
+    let spec = crate::cli::tokenizer::TokenizerSpec::bundled(root);
+    crate::cli::tokenizer::run(&spec, &out).map_err(|e| Error::TokenizerTrain {
+        path: out.clone(),
+        source: e.into(),
     })?;
     Ok(out)
 }
@@ -383,12 +391,47 @@ fn mean(values: &[f64]) -> f64 {
     defined.iter().sum::<f64>() / defined.len() as f64
 }
 
-/// The default locations inside the repository at `root`, writing to `out`.
-pub fn default_paths(root: &Path, out: &Path) -> DemoPaths {
+/// The locations inside the repository at `root`, writing to `out`.
+pub fn repository_paths(root: &Path, out: &Path) -> DemoPaths {
     DemoPaths {
         dataset: root.join("harness/datasets/swerve-mini/swerve-mini.jsonl"),
         assets: root.join("trainer/assets/tiny"),
-        repo_root: root.to_path_buf(),
+        repo_root: Some(root.to_path_buf()),
         out: out.to_path_buf(),
     }
+}
+
+/// The bundled run's settings (`trainer/configs/swerve-mini-tiny.toml`), carried by the binary.
+pub const BUNDLED_CONFIG: &str = include_str!("../../configs/swerve-mini-tiny.toml");
+
+/// The tiny model's assets (`trainer/assets/tiny`), carried by the binary.
+const TINY_ASSETS: &[(&str, &[u8])] = &[
+    (
+        "config.json",
+        include_bytes!("../../assets/tiny/config.json"),
+    ),
+    (
+        "tokenizer.json",
+        include_bytes!("../../assets/tiny/tokenizer.json"),
+    ),
+];
+
+/// The files the binary carries (the tiny assets and `swerve-mini`), written once into swerve's
+/// cache folder, writing to `out`: what `trainer demo` uses outside a source tree.
+pub fn bundled_paths(out: &Path) -> Result<DemoPaths> {
+    let write = |kind: &str, name: &str, files| {
+        swerve_host::materialise(kind, name, files)
+            .map_err(|e| Error::io(swerve_host::cache_root().join(kind), e))
+    };
+    let dataset = write(
+        "datasets",
+        swerve_swebench::bundled::SWERVE_MINI,
+        swerve_swebench::bundled::SWERVE_MINI_FILES,
+    )?;
+    Ok(DemoPaths {
+        dataset: dataset.join(swerve_swebench::bundled::SWERVE_MINI_ROWS),
+        assets: write("trainer-assets", "tiny", TINY_ASSETS)?,
+        repo_root: None,
+        out: out.to_path_buf(),
+    })
 }

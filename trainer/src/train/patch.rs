@@ -4,24 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::data::TaskRow;
-
-/// One line of a SWE-bench predictions file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Prediction {
-    /// The task.
-    pub instance_id: String,
-    /// Which model produced the patch.
-    pub model_name_or_path: String,
-    /// The unified diff; empty when the completion had no usable edits.
-    pub model_patch: String,
-}
+use swerve_swebench::Instance;
 
 /// The unified diff that `completion`'s edits make to `task`'s files, or `None` when the
 /// completion breaks the SWE-RL format (missing tags, no blocks, a SEARCH part not found).
-pub fn completion_patch(task: &TaskRow, completion: &str) -> Option<String> {
+pub fn completion_patch(task: &Instance, completion: &str) -> Option<String> {
     let edits = swerve_swe_rl::parse_and_apply(&task.code_context, completion).ok()?;
     Some(files_diff(&task.code_context, &edits.new_content))
 }
@@ -60,17 +47,16 @@ mod tests {
     use super::*;
     use crate::train::data::gold_completion;
 
-    fn task() -> TaskRow {
+    fn task() -> Instance {
         let old: String = (1..=8).map(|i| format!("x{i} = {i}\n")).collect();
-        TaskRow {
+        Instance {
             instance_id: "o__r-1".into(),
-            problem_statement: String::new(),
             code_context: BTreeMap::from([("m.py".to_owned(), old.clone())]),
             oracle_new_content: BTreeMap::from([
                 ("m.py".to_owned(), old.replace("x4 = 4\n", "x4 = 40\n")),
                 ("new.py".to_owned(), "y = 1\n".to_owned()),
             ]),
-            patch: None,
+            ..Instance::default()
         }
     }
 

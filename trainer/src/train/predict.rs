@@ -3,12 +3,14 @@
 
 use crate::model::Kernels;
 
-use super::data::{PromptStyle, TaskRow};
-use super::patch::{Prediction, completion_patch};
+use super::data::PromptStyle;
+use super::patch::completion_patch;
 use crate::error::Result;
 use crate::generate::{SamplingConfig, generate};
 use crate::model::CausalLm;
 use crate::tokenizer::Tokenizer;
+use swerve_swebench::Instance;
+use swerve_swebench::Prediction;
 
 /// One task's prediction and the completion it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,7 +28,7 @@ pub struct Predicted {
 pub fn predict<D: Kernels<f32>>(
     model: &CausalLm<f32, D>,
     tokenizer: &Tokenizer,
-    tasks: &[TaskRow],
+    tasks: &[Instance],
     style: &PromptStyle,
     sampling: &SamplingConfig,
     batch: usize,
@@ -54,8 +56,8 @@ pub fn predict<D: Kernels<f32>>(
             out.push(Predicted {
                 prediction: Prediction {
                     instance_id: task.instance_id.clone(),
-                    model_name_or_path: model_name.to_owned(),
-                    model_patch: completion_patch(task, &completion).unwrap_or_default(),
+                    model_name_or_path: Some(model_name.to_owned()),
+                    model_patch: Some(completion_patch(task, &completion).unwrap_or_default()),
                 },
                 completion,
                 swe_rl_reward: reward,

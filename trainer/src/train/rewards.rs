@@ -4,11 +4,12 @@
 //! ([`FnRewards`]); and the boundary to execution-based rewards ([`Executor`]), implemented by
 //! the harness's sandbox executor ([`PatchExecutor`]) or by closures ([`FnExecutor`]).
 
+#[cfg(feature = "execute")]
 use swerve_harness::run::execute::PatchExecutor;
 use swerve_host::{Execution, Host, HostConfig, Sample, Scorer, ScorerConfig, WeightedPlugin};
 
-use super::data::TaskRow;
 use crate::error::{Error, Result};
+use swerve_swebench::Instance;
 
 /// Reward functions: one answer (a reward, or `None` for "not applicable") per function and
 /// sample.
@@ -33,7 +34,7 @@ impl PluginRewards {
     /// `reward_weights`), when given, replaces the specs' own weights and must have one entry
     /// per plugin.
     pub fn load(
-        specs: &[swerve_harness::plugin_spec::PluginSpec],
+        specs: &[swerve_host::PluginSpec],
         weights: Option<&[f64]>,
         host_config: HostConfig,
         jobs: usize,
@@ -126,7 +127,7 @@ impl RewardFunctions for FnRewards {
 /// scored.
 pub trait Executor: Sync {
     /// Starts applying `patch` to `task`'s repository and running its tests; returns at once.
-    fn submit(&self, task: &TaskRow, patch: &str) -> PendingExecution;
+    fn submit(&self, task: &Instance, patch: &str) -> PendingExecution;
 }
 
 /// An execution that may still be running.
@@ -151,8 +152,9 @@ impl PendingExecution {
 
 /// The harness's executor: each patch evaluated as `harness run` evaluates a prediction, in
 /// parallel containers, identical patches once.
+#[cfg(feature = "execute")]
 impl Executor for PatchExecutor {
-    fn submit(&self, task: &TaskRow, patch: &str) -> PendingExecution {
+    fn submit(&self, task: &Instance, patch: &str) -> PendingExecution {
         let pending = PatchExecutor::submit(self, &task.instance_id, patch);
         PendingExecution::later(move || pending.wait())
     }
@@ -161,8 +163,8 @@ impl Executor for PatchExecutor {
 /// An executor written in Rust (for tests and library users): runs the function at once.
 pub struct FnExecutor<F>(pub F);
 
-impl<F: Fn(&TaskRow, &str) -> Execution + Sync> Executor for FnExecutor<F> {
-    fn submit(&self, task: &TaskRow, patch: &str) -> PendingExecution {
+impl<F: Fn(&Instance, &str) -> Execution + Sync> Executor for FnExecutor<F> {
+    fn submit(&self, task: &Instance, patch: &str) -> PendingExecution {
         PendingExecution::ready((self.0)(task, patch))
     }
 }

@@ -1,6 +1,5 @@
 //! The report files of a SWE-bench 5 run, serialised byte for byte as the Python harness
-//! writes them: the per-instance `report.json` (§9.1) and the run report
-//! `<model>.<run_id>.json` (§9.2).
+//! writes them: the per-instance `report.json` and the run report `<model>.<run_id>.json`.
 //!
 //! Python writes both with `json.dumps(obj, indent=4)`: four-space indentation, `": "` after
 //! keys, `,` at line ends, `[]` / `{}` for empty containers, and `ensure_ascii` escaping

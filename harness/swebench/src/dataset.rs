@@ -1,9 +1,12 @@
 //! One SWE-bench dataset row ([`Instance`]) and the JSON / JSONL / parquet files that hold rows.
+//! The same row type serves evaluation (`harness run`) and training (`trainer`): a training task
+//! is a row that also carries the files a prompt shows and the gold change's new content.
 //!
 //! Rows come from the hub exports, where `FAIL_TO_PASS` and `PASS_TO_PASS` are strings holding
 //! a JSON array, or from hand-made files, where they are real arrays; both are accepted.
 //! Parquet files (the hub's storage format) are read row by row into the same JSON shape.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -31,14 +34,16 @@ impl EvalType {
     }
 }
 
-/// One task instance: the dataset fields the harness reads. Unknown fields are ignored; the
-/// text fields a grader does not need are optional so that trimmed rows (like the conformance
-/// fixtures) load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One task instance: the dataset fields the harness and the trainer read. Unknown fields are
+/// ignored; the text fields a grader does not need are optional so that trimmed rows (like the
+/// conformance fixtures) load, and the test lists default to empty so that training tasks
+/// without tests (curated from history) load too.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Instance {
     /// `<owner>__<repo>-<PR number>`, e.g. `django__django-11099`.
     pub instance_id: String,
-    /// `owner/name`, e.g. `django/django`.
+    /// `owner/name`, e.g. `django/django` (required to evaluate; see [`Instance::check_evaluable`]).
+    #[serde(default)]
     pub repo: String,
     /// Environment version key (`"3.0"`); a number in a hand-made file is read as its text.
     #[serde(default, deserialize_with = "version_text")]
@@ -65,10 +70,10 @@ pub struct Instance {
     #[serde(default)]
     pub environment_setup_commit: Option<String>,
     /// Tests that must go from failing to passing, in dataset order.
-    #[serde(rename = "FAIL_TO_PASS", deserialize_with = "test_list")]
+    #[serde(rename = "FAIL_TO_PASS", default, deserialize_with = "test_list")]
     pub fail_to_pass: Vec<String>,
     /// Tests that must keep passing, in dataset order.
-    #[serde(rename = "PASS_TO_PASS", deserialize_with = "test_list")]
+    #[serde(rename = "PASS_TO_PASS", default, deserialize_with = "test_list")]
     pub pass_to_pass: Vec<String>,
     /// Verified only, e.g. `15 min - 1 hour`.
     #[serde(default)]
@@ -88,6 +93,13 @@ pub struct Instance {
     /// v5 multimodal: binary files restored after the patches (object or JSON string).
     #[serde(default)]
     pub image_assets: Option<serde_json::Value>,
+    /// Training: the files shown to the model, path → text at the base commit.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub code_context: BTreeMap<String, String>,
+    /// Training: the gold change's new text of every file it touches, path → text (the SWE-RL
+    /// reward's oracle).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub oracle_new_content: BTreeMap<String, String>,
 }
 
 /// Why dataset rows could not be read.
@@ -131,6 +143,14 @@ pub enum DatasetError {
         #[source]
         source: serde_json::Error,
     },
+    /// A row that lacks what an evaluation needs.
+    #[error("row `{instance_id}` cannot be evaluated: it has no `{missing}`")]
+    NotEvaluable {
+        /// The row.
+        instance_id: String,
+        /// The field it lacks (`repo`, or tests in `FAIL_TO_PASS`/`PASS_TO_PASS`).
+        missing: &'static str,
+    },
     /// One line of a `.jsonl` file that is not a valid row.
     #[error("invalid dataset row on line {line}")]
     JsonLine {
@@ -146,6 +166,23 @@ impl Instance {
     /// Parses one row (a JSON object).
     pub fn from_json(text: &str) -> Result<Instance, DatasetError> {
         serde_json::from_str(text).map_err(DatasetError::Json)
+    }
+
+    /// Whether the row can be evaluated: a training task may lack its repository and tests, a
+    /// row to run and grade may not (every SWE-bench row names its repository and lists the
+    /// tests that decide it).
+    pub fn check_evaluable(&self) -> Result<(), DatasetError> {
+        let missing = if self.repo.is_empty() {
+            "repo"
+        } else if self.fail_to_pass.is_empty() && self.pass_to_pass.is_empty() {
+            "FAIL_TO_PASS"
+        } else {
+            return Ok(());
+        };
+        Err(DatasetError::NotEvaluable {
+            instance_id: self.instance_id.clone(),
+            missing,
+        })
     }
 }
 
@@ -308,9 +345,35 @@ mod tests {
         let check = |row: &str| assert!(Instance::from_json(row).is_err(), "{row}");
         check(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":"t1","PASS_TO_PASS":[]}"#);
         check(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[1],"PASS_TO_PASS":[]}"#);
-        check(r#"{"instance_id":"a","repo":"a/b","PASS_TO_PASS":[]}"#);
         check(
             r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[],"PASS_TO_PASS":[],"eval_type":"x"}"#,
+        );
+    }
+
+    #[test]
+    fn training_rows_load_and_only_evaluable_rows_pass_the_check() {
+        let task = Instance::from_json(
+            r#"{"instance_id":"a","problem_statement":"p","code_context":{"m.py":"x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(task.code_context["m.py"], "x");
+        assert!(task.fail_to_pass.is_empty() && task.repo.is_empty());
+        let missing = |row: &str| match Instance::from_json(row).unwrap().check_evaluable() {
+            Err(DatasetError::NotEvaluable { missing, .. }) => Some(missing),
+            Err(e) => panic!("{e}"),
+            Ok(()) => None,
+        };
+        assert_eq!(
+            missing(r#"{"instance_id":"a","FAIL_TO_PASS":["t"]}"#),
+            Some("repo")
+        );
+        assert_eq!(
+            missing(r#"{"instance_id":"a","repo":"a/b","PASS_TO_PASS":[]}"#),
+            Some("FAIL_TO_PASS")
+        );
+        assert_eq!(
+            missing(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":["t"]}"#),
+            None
         );
     }
 

@@ -1,5 +1,5 @@
 //! SWE-bench 5 grading: from a dataset row and the text of `test_output.txt` to the
-//! per-instance report (spec §8).
+//! per-instance report (`report.json`).
 //!
 //! Parsing and the gradeability checks of `get_logs_eval` live in `swerve-log-parsers`; this
 //! module decides each FAIL_TO_PASS / PASS_TO_PASS test's outcome (with v5's skipped-test
@@ -83,6 +83,32 @@ pub struct Grading {
     pub outcome: GradeOutcome,
 }
 
+impl Grading {
+    /// The resolution, `None` when the patch was null or the log not gradeable.
+    pub fn resolution(&self) -> Option<ResolutionStatus> {
+        match &self.outcome {
+            GradeOutcome::Graded { resolution, .. } => Some(*resolution),
+            GradeOutcome::PatchIsNone | GradeOutcome::NotGradeable(_) => None,
+        }
+    }
+
+    /// Why the log was not gradeable.
+    pub fn problem(&self) -> Option<&LogProblem> {
+        match &self.outcome {
+            GradeOutcome::NotGradeable(problem) => Some(problem),
+            GradeOutcome::PatchIsNone | GradeOutcome::Graded { .. } => None,
+        }
+    }
+
+    /// The parsed status map, `None` when nothing was graded.
+    pub fn status_map(&self) -> Option<&StatusMap> {
+        match &self.outcome {
+            GradeOutcome::Graded { evaluation, .. } => Some(&evaluation.status_map),
+            GradeOutcome::PatchIsNone | GradeOutcome::NotGradeable(_) => None,
+        }
+    }
+}
+
 /// Why an instance could not be graded at all: swerve lacks what it needs, unlike an
 /// ungradeable log, which is an outcome.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -113,34 +139,59 @@ pub fn parser_for(instance: &Instance) -> Result<Parser, GradeError> {
     })
 }
 
-/// Grades one instance like SWE-bench 5.0.2's `get_eval_report` (spec §8.4).
+/// Grades one instance like SWE-bench 5.0.2's `get_eval_report`, parsing the log with the
+/// row's built-in parser (`harness grade`).
 ///
 /// `log` is the decoded text of `test_output.txt` (newlines are translated here). A null patch
-/// gives `patch_is_None: true` without looking at the log; otherwise the log is evaluated
-/// ([`evaluate_log`]). An ungradeable log is classified (§8.5): `infra_failure` is true for an
-/// environment-tier signature and `infra_failure_reason` names any matching signature. A
-/// gradeable log yields `tests_status` and `resolved`.
+/// gives `patch_is_None: true` without looking at the log (and needs no parser); otherwise the
+/// log is evaluated ([`evaluate_log`]) and graded by [`grade_evaluation`].
 pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Grading, GradeError> {
-    let mut report = InstanceReport::default();
-    if patch == PatchState::Null {
-        report.patch_is_none = true;
-        return Ok(Grading {
-            report,
-            outcome: GradeOutcome::PatchIsNone,
-        });
-    }
-    report.patch_exists = true;
-    let parser = parser_for(instance)?;
     let text = LogText::new(log);
+    if patch == PatchState::Null {
+        return Ok(grade_evaluation(
+            instance,
+            &text,
+            patch,
+            Err(LogProblem::NoTestResults),
+        ));
+    }
+    let parser = parser_for(instance)?;
     let ctx = LogContext {
         repo: instance.repo.clone(),
         instance_id: instance.instance_id.clone(),
         test_command: String::new(),
         version: instance.version.clone().unwrap_or_default(),
     };
-    let outcome = match evaluate_log(&text, parser, &ctx) {
+    let evaluation = evaluate_log(&text, parser, &ctx);
+    Ok(grade_evaluation(instance, &text, patch, evaluation))
+}
+
+/// Builds the per-instance report from an evaluation of the log, whichever parser made it (the
+/// built-in one in [`grade`], an evaluator plugin in `harness run`), and whichever region was
+/// read (compatible or hardened). This is the one place a report is decided.
+///
+/// A null patch gives `patch_is_None: true` and ignores the evaluation. An ungradeable log is
+/// classified: `infra_failure` is true for an environment-tier signature and
+/// `infra_failure_reason` names any matching signature; the label never changes the score. A
+/// gradeable log yields `tests_status` and `resolved`.
+pub fn grade_evaluation(
+    instance: &Instance,
+    log: &LogText<'_>,
+    patch: PatchState,
+    evaluation: Result<Evaluation, LogProblem>,
+) -> Grading {
+    let mut report = InstanceReport::default();
+    if patch == PatchState::Null {
+        report.patch_is_none = true;
+        return Grading {
+            report,
+            outcome: GradeOutcome::PatchIsNone,
+        };
+    }
+    report.patch_exists = true;
+    let outcome = match evaluation {
         Err(problem) => {
-            if let Some(reason) = classify_infra_failure(&text) {
+            if let Some(reason) = classify_infra_failure(log) {
                 report.infra_failure = reason.tier() == FailureTier::Environment;
                 report.infra_failure_reason = Some(reason.as_str().to_owned());
             }
@@ -154,12 +205,12 @@ pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Gradin
             }
         }
     };
-    Ok(Grading { report, outcome })
+    Grading { report, outcome }
 }
 
 /// Grades a parsed log into `report` (the patch applied; per-test outcomes; `resolved`) and
-/// returns the resolution status. Shared by [`grade`] and `harness run`'s plugin-parsed logs.
-pub fn apply_status_map(
+/// returns the resolution status.
+fn apply_status_map(
     report: &mut InstanceReport,
     instance: &Instance,
     status_map: &StatusMap,
@@ -222,7 +273,7 @@ fn verdict(test: &str, map: &StatusMap) -> Verdict {
     }
 }
 
-/// The `tests_status` of a gradeable log (§8.2). Lists keep dataset order.
+/// The `tests_status` of a gradeable log. Lists keep dataset order.
 ///
 /// `pass_and_fail`: a FAIL_TO_PASS test succeeds when it passed and fails when it is absent,
 /// `FAILED`, `ERROR` or `SKIPPED`; a PASS_TO_PASS test succeeds when it passed or was skipped
@@ -473,7 +524,7 @@ mod tests {
 
     #[test]
     fn sympy_exit_code_line_inside_the_section_with_failures() {
-        // §12: `>>>>> Test Exit Code: 1` printed before the end marker; the map has a FAILED
+        // `>>>>> Test Exit Code: 1` printed before the end marker; the map has a FAILED
         // entry, so the cross-check does not fire and the log is graded.
         let inst = instance("parse_log_sympy", &["test_b"], &["test_a"]);
         let log = format!(

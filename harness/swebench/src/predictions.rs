@@ -1,4 +1,4 @@
-//! The predictions file (spec §2): JSONL, a JSON list, or a JSON object `{instance_id:
+//! The predictions file SWE-bench reads: JSONL, a JSON list, or a JSON object `{instance_id:
 //! prediction}`; or `gold`, synthesised from the dataset's patches.
 
 use std::path::{Path, PathBuf};

@@ -6,7 +6,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use swerve_host::BudgetOverrides;
+use crate::budget::BudgetOverrides;
+use crate::bundled;
 
 /// A validated plugin argument.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,11 +23,20 @@ pub struct PluginSpec {
 }
 
 /// Why a `--plugin` argument was refused.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum PluginSpecError {
     /// Neither a file nor a bundled plugin.
-    #[error("plugin `{0}` is neither a file nor a bundled plugin (bundled: {bundled})", bundled = swerve_plugins::BUNDLED.join(", "))]
+    #[error("plugin `{0}` is neither a file nor a bundled plugin (bundled: {bundled})", bundled = bundled::names().collect::<Vec<_>>().join(", "))]
     NotFound(String),
+    /// A bundled plugin that could not be written out of the binary.
+    #[error("plugin `{name}`: {source}")]
+    Bundled {
+        /// The plugin.
+        name: String,
+        /// Why it could not be written.
+        #[source]
+        source: crate::HostError,
+    },
     /// The weight is not a finite number.
     #[error("plugin `{name}`: weight `{value}` is not a finite number")]
     BadWeight {
@@ -87,7 +97,11 @@ impl std::str::FromStr for PluginSpec {
                 _ => return Err(bad()),
             }
         }
-        let path = swerve_plugins::resolve(name)
+        let path = bundled::resolve(name)
+            .map_err(|source| PluginSpecError::Bundled {
+                name: name.to_owned(),
+                source,
+            })?
             .ok_or_else(|| PluginSpecError::NotFound(name.to_owned()))?;
         Ok(PluginSpec {
             name: name.to_owned(),
@@ -169,13 +183,13 @@ mod tests {
         assert_eq!(spec.budgets.fuel, Some(1_000_000_000));
         assert_eq!(spec.budgets.memory_bytes, Some(64 << 20));
         assert_eq!(spec.budgets.wall_clock, Some(Duration::from_secs(2)));
-        assert_eq!(spec.path, swerve_plugins::bundled("swe-rl"));
+        assert_eq!(spec.path, bundled::expect("swe-rl"));
         let spec: PluginSpec = "format".parse().unwrap();
         assert_eq!(spec.weight, 1.0);
-        assert_eq!(
-            "nope".parse::<PluginSpec>().unwrap_err(),
-            PluginSpecError::NotFound("nope".into())
-        );
+        assert!(matches!(
+            "nope".parse::<PluginSpec>(),
+            Err(PluginSpecError::NotFound(name)) if name == "nope"
+        ));
         assert!(matches!(
             "swe-rl=abc".parse::<PluginSpec>(),
             Err(PluginSpecError::BadWeight { .. })

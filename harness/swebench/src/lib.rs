@@ -1,0 +1,19 @@
+//! The SWE-bench data model, in one place for every swerve tool: dataset rows ([`dataset`]),
+//! predictions ([`predictions`]), grading a test log into the per-instance report
+//! ([`grading`], with swerve's hardened reading in [`hardened`]) and the report files, byte for
+//! byte as SWE-bench 5 writes them ([`report`]); and the bundled dataset `swerve-mini`
+//! ([`bundled`]).
+//!
+//! `harness` evaluates with it and `trainer` reads rows and writes predictions with it. Not
+//! here: parsing logs (`swerve-log-parsers`, which also owns the test-status types), running
+//! containers (`swerve-sandbox`), plugins (`swerve-host`) or anything that needs Docker.
+
+pub mod bundled;
+pub mod dataset;
+pub mod grading;
+pub mod hardened;
+pub mod predictions;
+pub mod report;
+
+pub use dataset::Instance;
+pub use predictions::Prediction;
