@@ -1,7 +1,7 @@
 //! Conformance: grading each real SWE-bench 5.0.2 log in the shared `swebench-logs/` folder with
 //! its dataset row must reproduce the official `report.json` byte for byte. The logs are
-//! third-party and not in the repository; without them the test says so and passes (see
-//! `support/shared_data.rs`).
+//! third-party and not in the repository; without them the test says so and passes
+//! (`swerve_tests::shared_data`).
 
 use std::path::{Path, PathBuf};
 
@@ -9,16 +9,13 @@ use swerve_swebench::dataset::Instance;
 use swerve_swebench::grading::{PatchState, grade};
 use swerve_swebench::report::render_instance_report;
 
-#[path = "support/shared_data.rs"]
-mod shared_data;
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
 #[test]
 fn reports_match_the_python_harness_byte_for_byte() {
-    let Some(dir) = shared_data::swebench_logs("swebench-logs", "report conformance") else {
+    let Some(dir) = swerve_tests::shared_data("swebench-logs", "report conformance") else {
         return;
     };
     let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -303,12 +303,6 @@ fn script(lines: impl Iterator<Item = String>) -> String {
     text
 }
 
-/// The lookup of the third-party SWE-bench logs for this crate's unit tests (one copy, shared
-/// with the integration tests).
-#[cfg(test)]
-#[path = "../../tests/support/shared_data.rs"]
-pub(crate) mod shared_data;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,7 +415,7 @@ mod tests {
     /// The real v5 row's eval script is what the generator makes from the row and its spec.
     #[test]
     fn reproduces_a_real_dataset_script() {
-        let Some(path) = super::shared_data::swebench_logs(
+        let Some(path) = swerve_tests::shared_data(
             "swebench-logs/django__django-14007.gold/instance.json",
             "eval script of a real dataset row",
         ) else {

@@ -1,0 +1,38 @@
+//! `swerve-curate` turns software history into SWE-RL training tasks: it streams GH Archive
+//! events, aggregates every pull request, reads its code from a bare mirror (merge base, edited
+//! files at the base and the head, the linked issues' text), applies SWE-RL's filters in a fixed
+//! order, removes duplicates and benchmark repositories, and writes SWE-bench-style rows that
+//! `trainer sft`/`trainer grpo` and the SWE-RL reward read as they are (`tasks.jsonl`), with a
+//! reason for every other PR (`rejected.jsonl`) and the funnel (`funnel.json`).
+//!
+//! It is not a GitHub client (it reads local files and clones only; the one optional network
+//! call is to a relevant-file model the user runs), not a judge of whether an issue describes a
+//! bug, and not an environment builder: rows carry no `FAIL_TO_PASS` tests and no image.
+//!
+//! Stages, one module each: [`events`] → [`aggregate`] → [`clone`] (with [`paths`], [`links`],
+//! [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`];
+//! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (with
+//! [`progress`] bars) and [`merge`] joins shards.
+
+pub mod aggregate;
+pub mod clone;
+pub mod config;
+pub mod decontaminate;
+pub mod dedup;
+pub mod endpoint;
+pub mod error;
+pub mod events;
+pub mod filter;
+pub mod links;
+pub mod merge;
+pub mod output;
+pub mod paths;
+pub mod pipeline;
+pub mod progress;
+pub mod relevant;
+
+pub use config::{Config, Shard};
+pub use error::CurateError;
+pub use filter::Reason;
+pub use output::{Funnel, Rejected, Task};
+pub use pipeline::{Inputs, Outcome, run};

@@ -1,0 +1,163 @@
+//! The `curate` binary: parses flags into a [`Config`], runs the library, prints the funnel on
+//! stderr. Bad arguments are the only input that stops a run.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use swerve_curate::{Config, Inputs, Shard};
+
+/// Curate SWE-RL training tasks from GH Archive events and bare git mirrors.
+#[derive(Parser)]
+#[command(name = "curate", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once per process: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Read events and clones, write tasks.jsonl, rejected.jsonl and funnel.json.
+    Run(RunArgs),
+    /// Join the output folders of `run --shard K/N` into what one process writes.
+    Merge {
+        /// Shard output folders.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// Output folder.
+        #[arg(long)]
+        output: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// GH Archive hour files (`*.json.gz`) or folders of them.
+    #[arg(long, required = true, num_args = 1..)]
+    events: Vec<PathBuf>,
+    /// Folder of bare mirrors `<owner>/<name>.git`.
+    #[arg(long)]
+    repos: PathBuf,
+    /// Output folder.
+    #[arg(long)]
+    output: PathBuf,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// TOML settings (thresholds, exclusions, window); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Process only shard K of N (0-based), by a hash of the repository name.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    /// Keep PRs whose last event is on or after this date (YYYY-MM-DD).
+    #[arg(long)]
+    since: Option<String>,
+    /// Keep PRs whose last event is on or before this date (YYYY-MM-DD).
+    #[arg(long)]
+    until: Option<String>,
+    /// Exclude a repository by owner/name (repeatable).
+    #[arg(long = "exclude-repo")]
+    exclude_repo: Vec<String>,
+    /// Exclude a repository by GH Archive repo.id (repeatable).
+    #[arg(long = "exclude-repo-id")]
+    exclude_repo_id: Vec<u64>,
+    /// Relevant unmodified files per task (0: off).
+    #[arg(long)]
+    relevant: Option<usize>,
+    /// OpenAI-compatible API base URL of a model that suggests relevant files first
+    /// (e.g. http://127.0.0.1:8000/v1); needs --relevant-model.
+    #[arg(long, requires = "relevant_model")]
+    relevant_endpoint: Option<String>,
+    /// The model name to send to --relevant-endpoint.
+    #[arg(long, requires = "relevant_endpoint")]
+    relevant_model: Option<String>,
+}
+
+impl RunArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        if let Some(jobs) = self.jobs {
+            config.jobs = jobs;
+        }
+        if let Some(shard) = &self.shard {
+            config.shard = Some(Shard::parse(shard)?);
+        }
+        if self.since.is_some() {
+            config.since.clone_from(&self.since);
+        }
+        if self.until.is_some() {
+            config.until.clone_from(&self.until);
+        }
+        config
+            .exclude_repos
+            .extend(self.exclude_repo.iter().cloned());
+        config
+            .exclude_repo_ids
+            .extend(self.exclude_repo_id.iter().copied());
+        if let Some(n) = self.relevant {
+            config.relevant_files = n;
+        }
+        if let (Some(url), Some(model)) = (&self.relevant_endpoint, &self.relevant_model) {
+            let mut endpoint = swerve_curate::endpoint::EndpointConfig::new(url, model);
+            if let Some(old) = config.relevant_endpoint.take() {
+                endpoint.api_key_env = old.api_key_env;
+                endpoint.timeout_s = old.timeout_s;
+                endpoint.max_paths = old.max_paths;
+            }
+            config.relevant_endpoint = Some(endpoint);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let (outcome, output) = match cli.command {
+        Command::Run(args) => {
+            let config = args.config()?;
+            let inputs = Inputs {
+                events: args.events.clone(),
+                repos: args.repos.clone(),
+            };
+            (
+                swerve_curate::run(&inputs, &config).context("curate run")?,
+                args.output,
+            )
+        }
+        Command::Merge { shards, output } => (
+            swerve_curate::merge::merge(&shards).context("curate merge")?,
+            output,
+        ),
+    };
+    outcome
+        .write(&output)
+        .with_context(|| format!("writing {}", output.display()))?;
+    eprintln!("{}", outcome.funnel.summary());
+    Ok(())
+}

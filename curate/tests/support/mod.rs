@@ -1,0 +1,96 @@
+//! Test support for curate's integration tests: a fixture builder of its own (git repositories
+//! made with the `git` command, GH Archive hour files written with flate2) and readers of its
+//! output.
+
+#![allow(dead_code, missing_docs)]
+
+pub mod fixture;
+
+use std::path::Path;
+
+use swerve_curate::output::{Funnel, Rejected, Task, read_funnel, read_jsonl};
+
+/// The three output files of a run, parsed.
+pub struct Written {
+    pub tasks: Vec<Task>,
+    pub rejected: Vec<Rejected>,
+    pub funnel: Funnel,
+}
+
+pub fn read_output(dir: &Path) -> Written {
+    Written {
+        tasks: read_jsonl(&dir.join("tasks.jsonl")).unwrap(),
+        rejected: read_jsonl(&dir.join("rejected.jsonl")).unwrap(),
+        funnel: read_funnel(&dir.join("funnel.json")).unwrap(),
+    }
+}
+
+/// Every written task parses as a SWE-bench row, and its oracle answer scores 1.0 with the
+/// SWE-RL reward (what `trainer grpo --plugin swe-rl` computes).
+pub fn check_trainer_ready(dir: &Path) {
+    let rows = swerve_swebench::dataset::read_rows(&dir.join("tasks.jsonl")).unwrap();
+    let tasks: Vec<Task> = read_jsonl(&dir.join("tasks.jsonl")).unwrap();
+    assert_eq!(rows.len(), tasks.len());
+    for row in &rows {
+        assert!(!row.oracle_new_content.is_empty(), "{}", row.instance_id);
+        assert!(
+            row.problem_statement
+                .as_deref()
+                .is_some_and(|p| !p.is_empty())
+        );
+        let completion = swerve_trainer::train::data::gold_completion(row);
+        let outcome = swerve_swe_rl::search_replace_reward(
+            &row.code_context,
+            &row.oracle_new_content,
+            &completion,
+        );
+        assert_eq!(outcome.reward, 1.0, "{}: {outcome:?}", row.instance_id);
+    }
+}
+
+/// A one-answer OpenAI-compatible chat server on 127.0.0.1: every request to it gets a reply
+/// whose `choices[0].message.content` is `content`. Returns the base URL (`http://…/v1`) and a
+/// counter of requests served.
+pub fn mock_chat_server(content: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::Ordering;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = served.clone();
+    let body =
+        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}]})
+            .to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            let mut first = String::new();
+            reader.read_line(&mut first).unwrap();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap() == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap();
+                }
+            }
+            let mut request = vec![0; length];
+            reader.read_exact(&mut request).unwrap();
+            assert!(first.starts_with("POST /v1/chat/completions"), "{first}");
+            let request: serde_json::Value = serde_json::from_slice(&request).unwrap();
+            assert_eq!(request["temperature"], 0);
+            counter.fetch_add(1, Ordering::SeqCst);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(reply.as_bytes()).unwrap();
+        }
+    });
+    (url, served)
+}
