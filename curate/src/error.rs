@@ -53,4 +53,13 @@ pub enum CurateError {
         #[source]
         source: serde_json::Error,
     },
+    /// `tasks.parquet` could not be written.
+    #[error("cannot write parquet {}", path.display())]
+    Parquet {
+        /// The file.
+        path: PathBuf,
+        /// The writer's error.
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
 }

@@ -10,8 +10,8 @@
 //! bug, and not an environment builder: rows carry no `FAIL_TO_PASS` tests and no image.
 //!
 //! Stages, one module each: [`events`] → [`aggregate`] → [`clone`] (with [`paths`], [`links`],
-//! [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`];
-//! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (with
+//! [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`]
+//! (and [`table`] for `tasks.parquet`); [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (with
 //! [`progress`] bars) and [`merge`] joins shards.
 
 pub mod aggregate;
@@ -30,6 +30,7 @@ pub mod paths;
 pub mod pipeline;
 pub mod progress;
 pub mod relevant;
+pub mod table;
 
 pub use config::{Config, Shard};
 pub use error::CurateError;

@@ -31,6 +31,9 @@ enum Command {
         /// Output folder.
         #[arg(long)]
         output: PathBuf,
+        /// Also write tasks.parquet (the rows of tasks.jsonl).
+        #[arg(long)]
+        parquet: bool,
     },
 }
 
@@ -45,6 +48,9 @@ struct RunArgs {
     /// Output folder.
     #[arg(long)]
     output: PathBuf,
+    /// Also write tasks.parquet (the rows of tasks.jsonl).
+    #[arg(long)]
+    parquet: bool,
     /// Worker threads (default: one per core).
     #[arg(long)]
     jobs: Option<usize>,
@@ -138,7 +144,7 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let (outcome, output) = match cli.command {
+    let (outcome, output, parquet) = match cli.command {
         Command::Run(args) => {
             let config = args.config()?;
             let inputs = Inputs {
@@ -148,16 +154,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             (
                 swerve_curate::run(&inputs, &config).context("curate run")?,
                 args.output,
+                args.parquet,
             )
         }
-        Command::Merge { shards, output } => (
+        Command::Merge {
+            shards,
+            output,
+            parquet,
+        } => (
             swerve_curate::merge::merge(&shards).context("curate merge")?,
             output,
+            parquet,
         ),
     };
     outcome
         .write(&output)
         .with_context(|| format!("writing {}", output.display()))?;
+    if parquet {
+        outcome
+            .write_parquet(&output)
+            .with_context(|| format!("writing {}", output.display()))?;
+    }
     eprintln!("{}", outcome.funnel.summary());
     Ok(())
 }

@@ -45,6 +45,11 @@ impl Outcome {
     pub fn write(&self, dir: &Path) -> Result<(), CurateError> {
         crate::output::write(dir, &self.tasks, &self.rejected, &self.funnel)
     }
+
+    /// Writes `tasks.parquet` into `dir` (the rows of `tasks.jsonl`; see [`crate::table`]).
+    pub fn write_parquet(&self, dir: &Path) -> Result<(), CurateError> {
+        crate::table::write(dir, &self.tasks)
+    }
 }
 
 fn pool(jobs: usize) -> Result<rayon::ThreadPool, CurateError> {

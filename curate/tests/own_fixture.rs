@@ -845,7 +845,7 @@ fn cli_run_shards_merge_and_bad_arguments() {
         curate(&args)
     };
     let whole = format!("{root}/whole");
-    let out = run(&whole, &["--jobs", "2", "--relevant", "1"]);
+    let out = run(&whole, &["--jobs", "2", "--relevant", "1", "--parquet"]);
     assert!(
         out.status.success(),
         "{}",
@@ -871,7 +871,7 @@ fn cli_run_shards_merge_and_bad_arguments() {
             .success()
     );
     let merged = format!("{root}/merged");
-    let out = curate(&["merge", &s0, &s1, "--output", &merged]);
+    let out = curate(&["merge", &s0, &s1, "--output", &merged, "--parquet"]);
     assert!(
         out.status.success(),
         "{}",
@@ -881,6 +881,12 @@ fn cli_run_shards_merge_and_bad_arguments() {
         let read = |d: &str| std::fs::read(Path::new(d).join(file)).unwrap();
         assert_eq!(read(&whole), read(&merged), "{file}");
     }
+    check_parquet(Path::new(&whole));
+    check_parquet(Path::new(&merged));
+    assert!(
+        !Path::new(&s0).join("tasks.parquet").exists(),
+        "only when asked"
+    );
     // Bad arguments are the only thing that stops a run.
     assert!(!run(&whole, &["--shard", "2/2"]).status.success());
     assert!(!run(&whole, &["--since", "2020/01/01"]).status.success());
@@ -904,6 +910,24 @@ fn cli_run_shards_merge_and_bad_arguments() {
     ]);
     assert!(out.status.success());
     assert!(support::read_output(Path::new(&whole)).tasks.is_empty());
+}
+
+/// `tasks.parquet` holds the rows of `tasks.jsonl`: the same rows for the dataset reader, and
+/// every field of every task (maps, lists, a null merge commit) read back as written.
+fn check_parquet(dir: &Path) {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let rows = |file: &str| swerve_swebench::dataset::read_rows(&dir.join(file)).unwrap();
+    let jsonl = rows("tasks.jsonl");
+    assert!(jsonl.iter().any(|row| !row.code_context.is_empty()));
+    assert_eq!(rows("tasks.parquet"), jsonl);
+    let file = std::fs::File::open(dir.join("tasks.parquet")).unwrap();
+    let reader = SerializedFileReader::new(file).unwrap();
+    let tasks: Vec<swerve_curate::Task> = reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| serde_json::from_value(row.unwrap().to_json_value()).unwrap())
+        .collect();
+    assert_eq!(tasks, support::read_output(dir).tasks);
 }
 
 #[test]
