@@ -44,7 +44,7 @@ fn main() {
 }
 
 /// Writes the table of embedded components: every bundled plugin that was built, its bytes
-/// included in the library (so an installed binary carries them) with their SHA-256 prefix.
+/// included in the library (so an installed binary carries them).
 fn write_embedded(plugins: &Path, out: &Path) {
     let names = RUST_PLUGINS
         .iter()
@@ -53,12 +53,11 @@ fn write_embedded(plugins: &Path, out: &Path) {
     let mut table = String::from("&[\n");
     for name in names {
         let path = plugins.join(format!("{name}.wasm"));
-        let Ok(bytes) = std::fs::read(&path) else {
+        if !path.is_file() {
             continue;
-        };
-        let digest = sha256_hex(&bytes);
+        }
         table.push_str(&format!(
-            "    Embedded {{ name: {name:?}, sha256: {digest:?}, bytes: include_bytes!({path:?}) }},\n",
+            "    Embedded {{ name: {name:?}, bytes: include_bytes!({path:?}) }},\n",
             path = path.display().to_string(),
         ));
     }
@@ -148,9 +147,4 @@ fn copy_if_changed(from: &Path, to: &Path) {
     if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
         std::fs::write(to, &new).unwrap_or_else(|e| panic!("cannot write {}: {e}", to.display()));
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(bytes))
 }

@@ -1,6 +1,6 @@
 //! Bundled plugins by name. Their components are embedded in the binary (`swerve-plugins`); to
-//! load one, the host writes it once into `bundled-plugins/` of swerve's cache folder, under a
-//! name carrying its digest, and loads that file like any other plugin. So an installed
+//! load one, the host writes it once into `bundled-plugins/<name>-<digest>/` of swerve's cache
+//! folder and loads that file like any other plugin. So an installed
 //! `harness` or `trainer` finds `swe-rl` from any folder, with no source tree beside it.
 
 use std::path::{Path, PathBuf};
@@ -33,11 +33,10 @@ pub fn path(name: &str) -> Result<Option<PathBuf>, HostError> {
     let Some(plugin) = swerve_plugins::embedded(name) else {
         return Ok(None);
     };
-    let folder = format!("{name}-{}", &plugin.sha256[..16]);
     let file = format!("{name}.wasm");
-    let dir = crate::cache::materialise("bundled-plugins", &folder, &[(&file, plugin.bytes)])
+    let dir = crate::cache::materialise("bundled-plugins", name, &[(&file, plugin.bytes)])
         .map_err(|source| HostError::Bundled {
-            path: cache_root().join("bundled-plugins").join(&folder),
+            path: cache_root().join("bundled-plugins"),
             source,
         })?;
     Ok(Some(dir.join(file)))

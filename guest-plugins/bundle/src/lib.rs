@@ -13,8 +13,6 @@ include!("plugins.rs");
 pub struct Embedded {
     /// The plugin's name, e.g. `swe-rl`.
     pub name: &'static str,
-    /// SHA-256 of the component, lower-case hex.
-    pub sha256: &'static str,
     /// The component.
     pub bytes: &'static [u8],
 }
@@ -46,7 +44,6 @@ mod tests {
             let plugin = embedded(name).unwrap_or_else(|| panic!("{name} is not embedded"));
             // A component starts with the wasm magic and the component-model layer.
             assert_eq!(&plugin.bytes[..4], b"\0asm", "{name}");
-            assert_eq!(plugin.sha256.len(), 64, "{name}");
         }
         assert!(embedded("no-such-plugin").is_none());
         assert_eq!(names().count(), RUST_PLUGINS.len() + PYTHON_PLUGINS.len());
