@@ -3,6 +3,8 @@
 //! can carry an older head than the `closed` one. Title, body and author come from the latest
 //! event that has a title; without one (trimmed payloads) the author is the earliest actor.
 //! Folding keeps maxima and minima only, so event order and repeated events do not matter.
+//! One aggregate holds one partition of the run ([`crate::spill`]): a repository's events are
+//! all in the same partition.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -15,7 +17,8 @@ pub struct PullRequest {
     pub repo: String,
     /// The PR number.
     pub number: u64,
-    /// The latest event (its `repo.id`, action and PR object are the PR's state).
+    /// The latest event (its `repo.id`, action and PR object are the PR's state; its body is
+    /// in [`PullRequest::described`]).
     pub latest: PullRequestEvent,
     /// Title, body and author login of the latest event with a title.
     pub described: Option<Description>,
@@ -55,11 +58,13 @@ impl PullRequest {
         pr
     }
 
-    fn add(&mut self, event: PullRequestEvent) {
+    fn add(&mut self, mut event: PullRequestEvent) {
         self.events += 1;
         if event.order < self.first.0 {
             self.first = (event.order.clone(), event.actor.clone());
         }
+        // The body lives in `described` only: it is most of an event's size.
+        let body = event.pull_request.body.take();
         let object = &event.pull_request;
         if self.opened_at.is_none() {
             self.opened_at = object.created_at.clone();
@@ -73,7 +78,7 @@ impl PullRequest {
             self.described = Some(Description {
                 order: event.order.clone(),
                 title: title.clone(),
-                body: object.body.clone().unwrap_or_default(),
+                body: body.unwrap_or_default(),
                 login: object.user.as_ref().and_then(|u| u.login.clone()),
             });
         }
@@ -103,7 +108,7 @@ impl PullRequest {
     }
 }
 
-/// All pull requests and opened issues of a run.
+/// All pull requests and opened issues of a partition.
 #[derive(Debug, Default)]
 pub struct Aggregate {
     /// By `(repo, number)`, in that order.

@@ -73,7 +73,13 @@ pub fn clone_path(repos: &Path, name: &str) -> PathBuf {
 
 impl Clone {
     /// Opens the mirror of `name`; `Err` holds why it is missing or unreadable.
+    ///
+    /// The first call turns off libgit2's re-hashing of every object it reads (its "strict
+    /// hash verification", a quarter of the clone stage): like git itself, curate trusts the
+    /// objects that `git clone --mirror` / `git fetch` verified when they arrived.
     pub fn open(repos: &Path, name: &str) -> Result<Clone, String> {
+        static TRUST_OBJECTS: std::sync::Once = std::sync::Once::new();
+        TRUST_OBJECTS.call_once(|| git2::opts::strict_hash_verification(false));
         if !is_repo_name(name) {
             return Err(format!("{name:?} is not an owner/name repository name"));
         }
@@ -102,7 +108,8 @@ impl Clone {
             .map_err(|e| format!("no merge base of {a} and {b}: {}", e.message()))
     }
 
-    fn tree(&self, commit: Oid) -> Result<git2::Tree<'_>, String> {
+    /// The tree of `commit`.
+    pub fn tree(&self, commit: Oid) -> Result<git2::Tree<'_>, String> {
         self.repo
             .find_commit(commit)
             .and_then(|c| c.tree())
@@ -143,9 +150,8 @@ impl Clone {
             .map_err(|e| format!("cannot read blob {id}: {}", e.message()))
     }
 
-    /// The blob at `path` in `commit`, if any.
-    pub fn blob_at(&self, commit: Oid, path: &str) -> Option<Oid> {
-        let tree = self.tree(commit).ok()?;
+    /// The blob at `path` in `tree`, if any.
+    pub fn blob_in(tree: &git2::Tree<'_>, path: &str) -> Option<Oid> {
         let entry = tree.get_path(Path::new(path)).ok()?;
         (entry.kind() == Some(git2::ObjectType::Blob)).then(|| entry.id())
     }
@@ -194,11 +200,20 @@ impl Clone {
             .collect()
     }
 
-    /// `git diff --no-renames -U3 from to -- paths` (with `GIT binary patch` sections for
-    /// binary files, so that `git apply` can apply it). Empty when `paths` is.
-    pub fn patch(&self, from: Oid, to: Oid, paths: &[&str]) -> Result<String, String> {
-        if paths.is_empty() {
-            return Ok(String::new());
+    /// `git diff --no-renames -U3 from to -- paths` for each group of paths, from one diff
+    /// (with `GIT binary patch` sections for binary files, so that `git apply` can apply it);
+    /// a file's section is the same whichever other files are diffed with it. A group that is
+    /// empty gets an empty patch.
+    pub fn patches(&self, from: Oid, to: Oid, groups: &[&[&str]]) -> Result<Vec<String>, String> {
+        let mut member: HashMap<&str, u64> = HashMap::new();
+        for (i, group) in groups.iter().enumerate() {
+            for path in *group {
+                *member.entry(path).or_default() |= 1 << i;
+            }
+        }
+        let mut out = vec![Vec::new(); groups.len()];
+        if member.is_empty() {
+            return Ok(vec![String::new(); groups.len()]);
         }
         let (old, new) = (self.tree(from)?, self.tree(to)?);
         let mut opts = DiffOptions::new();
@@ -206,23 +221,35 @@ impl Clone {
             .show_binary(true)
             .context_lines(3)
             .disable_pathspec_match(true);
-        for path in paths {
+        for path in member.keys() {
             opts.pathspec(*path);
         }
         let diff = self
             .repo
             .diff_tree_to_tree(Some(&old), Some(&new), Some(&mut opts))
             .map_err(|e| format!("cannot diff {from}..{to}: {}", e.message()))?;
-        let mut out = Vec::new();
-        diff.print(DiffFormat::Patch, |_, _, line| {
-            if matches!(line.origin(), '+' | '-' | ' ') {
-                out.push(line.origin() as u8);
+        diff.print(DiffFormat::Patch, |delta, _, line| {
+            let path = delta
+                .new_file()
+                .path_bytes()
+                .or(delta.old_file().path_bytes());
+            let path = String::from_utf8_lossy(path.unwrap_or_default());
+            let groups = member.get(path.as_ref()).copied().unwrap_or(0);
+            for (i, out) in out.iter_mut().enumerate() {
+                if groups & (1 << i) != 0 {
+                    if matches!(line.origin(), '+' | '-' | ' ') {
+                        out.push(line.origin() as u8);
+                    }
+                    out.extend_from_slice(line.content());
+                }
             }
-            out.extend_from_slice(line.content());
             true
         })
         .map_err(|e| format!("cannot print diff {from}..{to}: {}", e.message()))?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        Ok(out
+            .into_iter()
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .collect())
     }
 
     /// For a trimmed payload: the commit on `refs/heads/<branch>` that merged PR `number` with

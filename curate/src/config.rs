@@ -40,6 +40,10 @@ pub struct Config {
     pub shard: Option<Shard>,
     /// Worker threads for reading files and clones; 0 = one per core. Default 0.
     pub jobs: usize,
+    /// Kept events wait on disk in this many partitions by repository, and one partition is in
+    /// memory at a time. 0 = one per 16 MiB of input files as stored (e.g. gzip), so that
+    /// memory stays flat as the corpus grows; at most 256 (shard beyond that). Default 0.
+    pub partitions: usize,
 }
 
 impl Default for Config {
@@ -56,6 +60,7 @@ impl Default for Config {
             until: None,
             shard: None,
             jobs: 0,
+            partitions: 0,
         }
     }
 }

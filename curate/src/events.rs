@@ -1,7 +1,7 @@
 //! Stage 1: stream GH Archive hour files. Each `.json.gz` is decoded as multi-member gzip (some
 //! hours are concatenated members) and read line by line; only `PullRequestEvent`s and opened
-//! `IssuesEvent`s are kept, in compact form, so memory grows with the pull requests of the run
-//! and not with the corpus. Every field is optional: GH Archive's payloads shrank on 2025-10-07
+//! `IssuesEvent`s are kept, in compact form, and handed to [`crate::spill`], so memory does not
+//! grow with the corpus. Every field is optional: GH Archive's payloads shrank on 2025-10-07
 //! and old dumps miss fields too. A line that is not JSON, and a file that ends early, are counted
 //! with their file and line and the run goes on.
 
@@ -16,7 +16,7 @@ use crate::decontaminate;
 use crate::error::CurateError;
 
 /// The order of events of one pull request: `created_at`, then the numeric id, then its text.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
 pub struct EventOrder {
     /// ISO time as GH Archive writes it (`2020-02-17T07:45:00Z`), which sorts as text.
     pub created_at: String,
@@ -27,7 +27,7 @@ pub struct EventOrder {
 }
 
 /// A user object; only the login matters.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct User {
     /// The login, e.g. `dependabot[bot]`.
     #[serde(default)]
@@ -35,7 +35,7 @@ pub struct User {
 }
 
 /// `base` / `head` of a pull request.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BranchTip {
     /// Branch name.
     #[serde(default, rename = "ref")]
@@ -46,7 +46,7 @@ pub struct BranchTip {
 }
 
 /// The `pull_request` object, full (before 2025-10-07) or trimmed (after): every field optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PullRequestObject {
     /// The PR number (also in the payload).
     #[serde(default)]
@@ -92,7 +92,7 @@ impl PullRequestObject {
 }
 
 /// One kept `PullRequestEvent`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PullRequestEvent {
     /// Its place in the PR's history.
     pub order: EventOrder,
@@ -111,7 +111,7 @@ pub struct PullRequestEvent {
 }
 
 /// One opened issue's text.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct IssueOpened {
     /// Its place among events.
     pub order: EventOrder,
@@ -125,8 +125,8 @@ pub struct IssueOpened {
     pub body: String,
 }
 
-/// An event the later stages need.
-#[derive(Debug, Clone)]
+/// An event the later stages need (also the line format of the spilled partitions).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Kept {
     /// A `PullRequestEvent` (boxed: it is much larger than an issue).
     PullRequest(Box<PullRequestEvent>),

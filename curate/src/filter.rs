@@ -1,6 +1,6 @@
 //! Stage 5: the ordered rejection rules. A pull request gets the **first** reason that applies,
-//! in the order of [`Reason`]; one that passes them all is a [`Candidate`] for dedup and the
-//! prompt budget. Everything a rule needs from the clone is read here, once, through
+//! in the order of [`Reason`]; one that passes them all is a [`Task`] row that still has dedup
+//! and the prompt budget ahead of it. Everything a rule needs from the clone is read here, once, through
 //! [`crate::clone`]; a rule never aborts the run.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::decontaminate::Exclusions;
 use crate::dedup::patch_key;
 use crate::links::linked_issues;
+use crate::output::Task;
 use crate::paths::{PathClass, classify};
 use crate::relevant;
 
@@ -115,49 +116,6 @@ fn reject(reason: Reason, detail: impl Into<String>) -> Rejection {
     }
 }
 
-/// A PR that passed every rule before dedup: all a task needs.
-#[derive(Debug, Clone)]
-pub struct Candidate {
-    /// `owner/name`.
-    pub repo: String,
-    /// PR number.
-    pub number: u64,
-    /// Linked issues.
-    pub issues: Vec<u64>,
-    /// The merge base.
-    pub base: String,
-    /// The head.
-    pub head: String,
-    /// The merge commit, when known.
-    pub merge_commit: Option<String>,
-    /// When the PR was opened.
-    pub created_at: String,
-    /// When it was merged (the closing event's time for trimmed payloads).
-    pub merged_at: String,
-    /// The issues' text.
-    pub problem_statement: String,
-    /// Edited code files at the base (existing ones).
-    pub code_context: BTreeMap<String, String>,
-    /// Edited code files at the head (`""` when deleted).
-    pub oracle_new_content: BTreeMap<String, String>,
-    /// Relevant unmodified files and their text, best first.
-    pub relevant: Vec<(String, String)>,
-    /// Every edited path, sorted.
-    pub edited_files: Vec<String>,
-    /// Edited code files.
-    pub code_files: Vec<String>,
-    /// Edited test files.
-    pub test_files: Vec<String>,
-    /// Edited binary files.
-    pub binary_files: Vec<String>,
-    /// Diff of every non-test file.
-    pub patch: String,
-    /// Diff of every test file.
-    pub test_patch: String,
-    /// [`patch_key`] of the code files' diff.
-    pub key: String,
-}
-
 /// What the rules need besides the PR.
 pub struct Context<'a> {
     /// The run's settings.
@@ -178,7 +136,7 @@ pub fn evaluate(
     pr: &PullRequest,
     clone: CloneSlot<'_>,
     cx: &Context<'_>,
-) -> Result<Candidate, Rejection> {
+) -> Result<Task, Rejection> {
     let latest = &pr.latest;
     let object = &latest.pull_request;
     if let Some(why) = cx.exclusions.check(&pr.repo, latest.repo_id) {
@@ -317,12 +275,7 @@ struct Build {
     issues: Vec<u64>,
 }
 
-fn build(
-    pr: &PullRequest,
-    clone: &Clone,
-    cx: &Context<'_>,
-    b: Build,
-) -> Result<Candidate, Rejection> {
+fn build(pr: &PullRequest, clone: &Clone, cx: &Context<'_>, b: Build) -> Result<Task, Rejection> {
     let unreadable = |e: String| reject(Reason::UnreadableClone, e);
     let mut code_context = BTreeMap::new();
     let mut oracle_new_content = BTreeMap::new();
@@ -346,17 +299,12 @@ fn build(
     let test_paths = select(&|f| is_test(f));
     let other_paths = select(&|f| !is_test(f));
     let code_paths: Vec<&str> = b.code_files.iter().map(String::as_str).collect();
-    let key = patch_key(
-        &clone
-            .patch(b.base, b.head, &code_paths)
-            .map_err(unreadable)?,
-    );
-    let patch = clone
-        .patch(b.base, b.head, &other_paths)
-        .map_err(unreadable)?;
-    let test_patch = clone
-        .patch(b.base, b.head, &test_paths)
-        .map_err(unreadable)?;
+    let [code_patch, patch, test_patch]: [String; 3] = clone
+        .patches(b.base, b.head, &[&code_paths, &other_paths, &test_paths])
+        .map_err(unreadable)?
+        .try_into()
+        .expect("three groups, three patches");
+    let key = patch_key(&code_patch);
     let problem_statement = cx.aggregate.problem_statement(&pr.repo, &b.issues);
     let edited: BTreeSet<String> = b.files.iter().map(|f| f.path.clone()).collect();
     let relevant = relevant::select(
@@ -372,12 +320,15 @@ fn build(
         },
     );
     let object = &pr.latest.pull_request;
-    Ok(Candidate {
+    let relevant_files = relevant.iter().map(|(p, _)| p.clone()).collect();
+    code_context.extend(relevant);
+    Ok(Task {
+        instance_id: format!("{}-{}", pr.repo.replace('/', "__"), pr.number),
         repo: pr.repo.clone(),
-        number: pr.number,
-        issues: b.issues,
-        base: b.base.to_string(),
-        head: b.head.to_string(),
+        pull_number: pr.number,
+        issue_numbers: b.issues,
+        base_commit: b.base.to_string(),
+        head_commit: b.head.to_string(),
         merge_commit: b.merge_commit,
         created_at: pr.created_at(),
         merged_at: object
@@ -387,10 +338,9 @@ fn build(
         problem_statement,
         code_context,
         oracle_new_content,
-        relevant,
         edited_files: edited.into_iter().collect(),
-        code_files: b.code_files,
-        test_files: test_paths
+        edited_code_files: b.code_files,
+        edited_test_files: test_paths
             .iter()
             .map(|p| (*p).to_owned())
             .filter(|p| !b.files.iter().any(|f| f.path == *p && f.class.is_none()))
@@ -401,9 +351,10 @@ fn build(
             .filter(|f| f.class.is_none())
             .map(|f| f.path.clone())
             .collect(),
+        relevant_files,
         patch,
         test_patch,
-        key,
+        code_patch_sha256: key,
     })
 }
 

@@ -9,9 +9,10 @@
 //! call is to a relevant-file model the user runs), not a judge of whether an issue describes a
 //! bug, and not an environment builder: rows carry no `FAIL_TO_PASS` tests and no image.
 //!
-//! Stages, one module each: [`events`] → [`aggregate`] → [`clone`] (with [`paths`], [`links`],
-//! [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`]
-//! (and [`table`] for `tasks.parquet`); [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (with
+//! Stages, one module each: [`events`] → [`spill`] (partitions on disk, so memory stays
+//! flat) → [`aggregate`] → [`clone`] (with [`paths`], [`links`], [`relevant`], optionally
+//! [`endpoint`]) → [`filter`] → [`dedup`] → [`output`] (and [`table`] for `tasks.parquet`);
+//! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (with
 //! [`progress`] bars) and [`merge`] joins shards.
 
 pub mod aggregate;
@@ -30,10 +31,11 @@ pub mod paths;
 pub mod pipeline;
 pub mod progress;
 pub mod relevant;
+pub mod spill;
 pub mod table;
 
 pub use config::{Config, Shard};
 pub use error::CurateError;
 pub use filter::Reason;
-pub use output::{Funnel, Rejected, Task};
-pub use pipeline::{Inputs, Outcome, run};
+pub use output::{Funnel, Output, Rejected, Row, Task};
+pub use pipeline::{Inputs, run};

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use swerve_curate::{Config, Inputs, Shard};
+use swerve_curate::{Config, Inputs, Output, Shard};
 
 /// Curate SWE-RL training tasks from GH Archive events and bare git mirrors.
 #[derive(Parser)]
@@ -144,37 +144,33 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let (outcome, output, parquet) = match cli.command {
+    let funnel = match cli.command {
         Command::Run(args) => {
             let config = args.config()?;
             let inputs = Inputs {
                 events: args.events.clone(),
                 repos: args.repos.clone(),
             };
-            (
-                swerve_curate::run(&inputs, &config).context("curate run")?,
-                args.output,
-                args.parquet,
-            )
+            let output = Output {
+                dir: args.output.clone(),
+                parquet: args.parquet,
+            };
+            swerve_curate::run(&inputs, &config, &output)
+                .with_context(|| format!("curate run into {}", output.dir.display()))?
         }
         Command::Merge {
             shards,
             output,
             parquet,
-        } => (
-            swerve_curate::merge::merge(&shards).context("curate merge")?,
-            output,
-            parquet,
-        ),
+        } => {
+            let output = Output {
+                dir: output,
+                parquet,
+            };
+            swerve_curate::merge::merge(&shards, &output)
+                .with_context(|| format!("curate merge into {}", output.dir.display()))?
+        }
     };
-    outcome
-        .write(&output)
-        .with_context(|| format!("writing {}", output.display()))?;
-    if parquet {
-        outcome
-            .write_parquet(&output)
-            .with_context(|| format!("writing {}", output.display()))?;
-    }
-    eprintln!("{}", outcome.funnel.summary());
+    eprintln!("{}", funnel.summary());
     Ok(())
 }

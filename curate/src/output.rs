@@ -4,15 +4,15 @@
 //! `funnel.json`: events read, counts per stage and reason, input problems, time per stage.
 //! Every file but the timings is a function of the input, so two runs write identical files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::CurateError;
 use crate::events::InputProblem;
-use crate::filter::{Candidate, Reason};
+use crate::filter::Reason;
 
 /// One task row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -82,32 +82,128 @@ pub struct Rejected {
 }
 
 impl Task {
-    /// The row of a candidate that passed every rule.
-    pub fn from_candidate(c: Candidate) -> Task {
-        let mut code_context = c.code_context;
-        let relevant_files = c.relevant.iter().map(|(p, _)| p.clone()).collect();
-        code_context.extend(c.relevant);
-        Task {
-            instance_id: format!("{}-{}", c.repo.replace('/', "__"), c.number),
-            repo: c.repo,
-            pull_number: c.number,
-            issue_numbers: c.issues,
-            base_commit: c.base,
-            head_commit: c.head,
-            merge_commit: c.merge_commit,
-            created_at: c.created_at,
-            merged_at: c.merged_at,
-            problem_statement: c.problem_statement,
-            code_context,
-            oracle_new_content: c.oracle_new_content,
-            edited_files: c.edited_files,
-            edited_code_files: c.code_files,
-            edited_test_files: c.test_files,
-            binary_files: c.binary_files,
-            relevant_files,
-            patch: c.patch,
-            test_patch: c.test_patch,
-            code_patch_sha256: c.key,
+    /// The sort key of every output file: repository, then number.
+    pub fn order(&self) -> (&str, u64) {
+        (&self.repo, self.pull_number)
+    }
+
+    /// This task's row when it turns out to duplicate `original` (`owner/name#N`).
+    pub fn into_duplicate(self, original: String) -> Rejected {
+        Rejected {
+            detail: duplicate_detail(&original),
+            repo: self.repo,
+            pull_number: self.pull_number,
+            reason: Reason::Duplicate,
+            duplicate_of: Some(original),
+            merged_at: Some(self.merged_at),
+            code_patch_sha256: Some(self.code_patch_sha256),
+        }
+    }
+}
+
+impl Rejected {
+    /// The sort key of every output file: repository, then number.
+    pub fn order(&self) -> (&str, u64) {
+        (&self.repo, self.pull_number)
+    }
+
+    /// The dedup entry of a row that took part in dedup (it carries a merge time and a key).
+    pub fn dedup_entry(&self) -> Option<DedupEntry> {
+        Some(DedupEntry {
+            merged_at: self.merged_at.clone()?,
+            repo: self.repo.clone(),
+            number: self.pull_number,
+            key: self.code_patch_sha256.clone()?,
+        })
+    }
+
+    /// This row when it turns out to duplicate `original`: dedup comes before the rules that
+    /// rejected it after the clone stage, so the reason becomes `duplicate`.
+    pub fn into_duplicate(mut self, original: String) -> Rejected {
+        self.reason = Reason::Duplicate;
+        self.detail = duplicate_detail(&original);
+        self.duplicate_of = Some(original);
+        self
+    }
+}
+
+/// The detail of a duplicate's rejection.
+pub fn duplicate_detail(original: &str) -> String {
+    format!("same code patch as {original}")
+}
+
+/// What dedup needs of one candidate, owned (the rows themselves wait on disk).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DedupEntry {
+    /// Merge time.
+    pub merged_at: String,
+    /// `owner/name`.
+    pub repo: String,
+    /// PR number.
+    pub number: u64,
+    /// The dedup key.
+    pub key: String,
+}
+
+impl DedupEntry {
+    /// The entry of a task.
+    pub fn of_task(task: &Task) -> DedupEntry {
+        DedupEntry {
+            merged_at: task.merged_at.clone(),
+            repo: task.repo.clone(),
+            number: task.pull_number,
+            key: task.code_patch_sha256.clone(),
+        }
+    }
+}
+
+/// For every entry, in any order: which `(repo, number)` duplicates which `owner/name#N`
+/// (see [`crate::dedup::duplicates`]).
+pub fn duplicate_map(entries: &[DedupEntry]) -> HashMap<(String, u64), String> {
+    let keys: Vec<crate::dedup::Candidate<'_>> = entries
+        .iter()
+        .map(|e| crate::dedup::Candidate {
+            merged_at: &e.merged_at,
+            repo: &e.repo,
+            number: e.number,
+            key: &e.key,
+        })
+        .collect();
+    crate::dedup::duplicates(&keys)
+        .into_iter()
+        .zip(entries)
+        .filter_map(|(dup, e)| Some(((e.repo.clone(), e.number), dup?)))
+        .collect()
+}
+
+/// One output row: a task or a rejection (also the line format of spilled partitions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Row {
+    /// A task.
+    Task(Box<Task>),
+    /// A rejected PR.
+    Rejected(Rejected),
+}
+
+impl Row {
+    /// The sort key: repository, then number.
+    pub fn order(&self) -> (&str, u64) {
+        match self {
+            Row::Task(t) => t.order(),
+            Row::Rejected(r) => r.order(),
+        }
+    }
+
+    /// The row after dedup, given the duplicates found over all candidates.
+    pub fn deduplicated(self, duplicates: &HashMap<(String, u64), String>) -> Row {
+        let original = {
+            let (repo, number) = self.order();
+            duplicates.get(&(repo.to_owned(), number)).cloned()
+        };
+        match (self, original) {
+            (Row::Task(t), Some(original)) => Row::Rejected(t.into_duplicate(original)),
+            (Row::Rejected(r), Some(original)) => Row::Rejected(r.into_duplicate(original)),
+            (row, None) => row,
         }
     }
 }
@@ -159,7 +255,9 @@ pub struct Funnel {
     pub tasks: u64,
     /// Invalid lines and broken files, with file and line (the first 1000).
     pub problems: Vec<InputProblem>,
-    /// Wall-clock milliseconds per stage (the only part that differs between runs).
+    /// Wall-clock milliseconds per stage (the only part that differs between runs): `events`
+    /// (reading and partitioning), `aggregate` (folding the partitions), `clones` (the clone
+    /// stage and the rules), `dedup` (dedup and writing).
     pub timings_ms: BTreeMap<String, u64>,
 }
 
@@ -167,22 +265,21 @@ pub struct Funnel {
 pub const MAX_PROBLEMS: usize = 1000;
 
 impl Funnel {
-    /// The funnel of `tasks` and `rejected`.
+    /// The funnel of the rows counted in `rows`.
     pub fn new(
         events: EventCounts,
         mut problems: Vec<InputProblem>,
         timings_ms: BTreeMap<String, u64>,
-        tasks: &[Task],
-        rejected: &[Rejected],
+        rows: &RowCounts,
     ) -> Funnel {
         let mut reasons: BTreeMap<String, u64> = Reason::ALL
             .iter()
             .map(|r| (r.as_str().to_owned(), 0))
             .collect();
-        for row in rejected {
-            *reasons.entry(row.reason.as_str().to_owned()).or_default() += 1;
+        for (reason, n) in &rows.rejected {
+            *reasons.entry(reason.as_str().to_owned()).or_default() += n;
         }
-        let total = (tasks.len() + rejected.len()) as u64;
+        let total = rows.tasks + rows.rejected.values().sum::<u64>();
         let mut remaining = total;
         let stages = Reason::ALL
             .iter()
@@ -202,7 +299,7 @@ impl Funnel {
             pull_requests: total,
             stages,
             reasons,
-            tasks: tasks.len() as u64,
+            tasks: rows.tasks,
             problems,
             timings_ms,
         }
@@ -232,10 +329,22 @@ impl Funnel {
     }
 }
 
-/// Sorts rows by repository and number (the stable order of every output file).
-pub fn sort_rows(tasks: &mut [Task], rejected: &mut [Rejected]) {
-    tasks.sort_by(|a, b| (&a.repo, a.pull_number).cmp(&(&b.repo, b.pull_number)));
-    rejected.sort_by(|a, b| (&a.repo, a.pull_number).cmp(&(&b.repo, b.pull_number)));
+/// How many rows a run wrote: tasks, and rejections per reason.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowCounts {
+    /// Tasks.
+    pub tasks: u64,
+    /// Rejections per reason.
+    pub rejected: BTreeMap<Reason, u64>,
+}
+
+/// Where a run writes: the folder, and whether `tasks.parquet` joins the JSONL files.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The output folder (created when missing).
+    pub dir: PathBuf,
+    /// Write `tasks.parquet` too.
+    pub parquet: bool,
 }
 
 fn write_error(path: &Path) -> impl Fn(std::io::Error) -> CurateError + '_ {
@@ -245,34 +354,109 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> CurateError + '_ {
     }
 }
 
-fn write_jsonl<T: Serialize>(path: &Path, rows: &[T]) -> Result<(), CurateError> {
-    let file = fs_err::File::create(path).map_err(write_error(path))?;
-    let mut out = BufWriter::new(file);
-    for row in rows {
-        serde_json::to_writer(&mut out, row).map_err(|e| write_error(path)(e.into()))?;
-        out.write_all(b"\n").map_err(write_error(path))?;
+/// A JSONL file written row by row.
+struct Jsonl {
+    path: PathBuf,
+    out: BufWriter<fs_err::File>,
+}
+
+impl Jsonl {
+    fn create(path: PathBuf) -> Result<Jsonl, CurateError> {
+        let file = fs_err::File::create(&path).map_err(write_error(&path))?;
+        Ok(Jsonl {
+            out: BufWriter::with_capacity(1 << 20, file),
+            path,
+        })
     }
-    out.flush().map_err(write_error(path))
+
+    fn push<T: Serialize>(&mut self, row: &T) -> Result<(), CurateError> {
+        serde_json::to_writer(&mut self.out, row).map_err(|e| write_error(&self.path)(e.into()))?;
+        self.out.write_all(b"\n").map_err(write_error(&self.path))
+    }
+
+    fn finish(mut self) -> Result<(), CurateError> {
+        self.out.flush().map_err(write_error(&self.path))
+    }
 }
 
-/// Writes the three files into `dir` (created when missing).
-pub fn write(
-    dir: &Path,
-    tasks: &[Task],
-    rejected: &[Rejected],
-    funnel: &Funnel,
-) -> Result<(), CurateError> {
-    fs_err::create_dir_all(dir).map_err(write_error(dir))?;
-    write_jsonl(&dir.join("tasks.jsonl"), tasks)?;
-    write_jsonl(&dir.join("rejected.jsonl"), rejected)?;
-    let path = dir.join("funnel.json");
-    let mut text =
-        serde_json::to_string_pretty(funnel).map_err(|e| write_error(&path)(e.into()))?;
-    text.push('\n');
-    fs_err::write(&path, text).map_err(write_error(&path))
+/// Writes the output files row by row, in the order given (callers give rows sorted by
+/// repository and number), and `funnel.json` at the end.
+pub struct Writer {
+    dir: PathBuf,
+    tasks: Jsonl,
+    rejected: Jsonl,
+    parquet: Option<crate::table::TableWriter>,
+    counts: RowCounts,
+    last: Option<(String, u64)>,
 }
 
-/// Reads a JSONL file of rows written by [`write()`].
+impl Writer {
+    /// Creates `tasks.jsonl`, `rejected.jsonl` (and `tasks.parquet`) in `output.dir`.
+    pub fn create(output: &Output) -> Result<Writer, CurateError> {
+        let dir = &output.dir;
+        fs_err::create_dir_all(dir).map_err(write_error(dir))?;
+        Ok(Writer {
+            tasks: Jsonl::create(dir.join("tasks.jsonl"))?,
+            rejected: Jsonl::create(dir.join("rejected.jsonl"))?,
+            parquet: output
+                .parquet
+                .then(|| crate::table::TableWriter::create(dir))
+                .transpose()?,
+            dir: dir.clone(),
+            counts: RowCounts::default(),
+            last: None,
+        })
+    }
+
+    /// Writes one row.
+    pub fn push(&mut self, row: &Row) -> Result<(), CurateError> {
+        let (repo, number) = row.order();
+        debug_assert!(
+            self.last
+                .as_ref()
+                .is_none_or(|(r, n)| (r.as_str(), *n) < (repo, number)),
+            "rows out of order at {repo}#{number}"
+        );
+        self.last = Some((repo.to_owned(), number));
+        match row {
+            Row::Task(task) => {
+                self.counts.tasks += 1;
+                self.tasks.push(task)?;
+                if let Some(table) = &mut self.parquet {
+                    table.push((**task).clone())?;
+                }
+            }
+            Row::Rejected(rejected) => {
+                *self.counts.rejected.entry(rejected.reason).or_default() += 1;
+                self.rejected.push(rejected)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes the rows and writes `funnel.json`; returns the funnel.
+    pub fn finish(
+        self,
+        events: EventCounts,
+        problems: Vec<InputProblem>,
+        timings_ms: BTreeMap<String, u64>,
+    ) -> Result<Funnel, CurateError> {
+        self.tasks.finish()?;
+        self.rejected.finish()?;
+        if let Some(table) = self.parquet {
+            table.finish()?;
+        }
+        let funnel = Funnel::new(events, problems, timings_ms, &self.counts);
+        let path = self.dir.join("funnel.json");
+        let mut text =
+            serde_json::to_string_pretty(&funnel).map_err(|e| write_error(&path)(e.into()))?;
+        text.push('\n');
+        fs_err::write(&path, text).map_err(write_error(&path))?;
+        Ok(funnel)
+    }
+}
+
+/// Reads a JSONL file of rows written by a [`Writer`].
 pub fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, CurateError> {
     let read_error = |source| CurateError::Read {
         path: path.to_owned(),

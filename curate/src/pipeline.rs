@@ -1,24 +1,28 @@
 //! `curate run`: the stages in order. Events are read file by file (in parallel, a few files
-//! at a time, folded in path order); pull requests are grouped by repository and each
-//! repository's clone is opened once and read by one worker; candidates are deduplicated in
-//! merge order and fitted to the prompt budget; rows are written sorted.
+//! at a time, in path order) into the partitions of [`crate::spill`]; then partition by
+//! partition, pull requests are folded, grouped by repository, and each repository's clone is
+//! opened once and read by one worker; every candidate is fitted to the prompt budget and its
+//! dedup key kept; finally the partitions' sorted rows are merged, deduplicated in merge order,
+//! and written.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use rayon::prelude::*;
 
-use crate::aggregate::{Aggregate, PullRequest};
+use crate::aggregate::PullRequest;
 use crate::clone::Clone;
 use crate::config::Config;
 use crate::decontaminate::Exclusions;
-use crate::dedup::{self, duplicates};
 use crate::error::CurateError;
-use crate::events::{self, InputProblem, Kept};
-use crate::filter::{self, Candidate, Context, Reason, Rejection};
-use crate::output::{EventCounts, Funnel, Rejected, Task, sort_rows};
+use crate::events::{self, InputProblem};
+use crate::filter::{self, Context, Reason, Rejection};
+use crate::output::{
+    DedupEntry, EventCounts, Funnel, Output, Rejected, Row, Task, Writer, duplicate_map,
+};
 use crate::progress;
+use crate::spill::{self, Spill};
 
 /// Where a run reads from.
 #[derive(Debug, Clone)]
@@ -27,29 +31,6 @@ pub struct Inputs {
     pub events: Vec<PathBuf>,
     /// The folder of bare mirrors `<owner>/<name>.git`.
     pub repos: PathBuf,
-}
-
-/// What a run produced, before it is written.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// Tasks, sorted.
-    pub tasks: Vec<Task>,
-    /// Rejections, sorted.
-    pub rejected: Vec<Rejected>,
-    /// The funnel.
-    pub funnel: Funnel,
-}
-
-impl Outcome {
-    /// Writes `tasks.jsonl`, `rejected.jsonl` and `funnel.json` into `dir`.
-    pub fn write(&self, dir: &Path) -> Result<(), CurateError> {
-        crate::output::write(dir, &self.tasks, &self.rejected, &self.funnel)
-    }
-
-    /// Writes `tasks.parquet` into `dir` (the rows of `tasks.jsonl`; see [`crate::table`]).
-    pub fn write_parquet(&self, dir: &Path) -> Result<(), CurateError> {
-        crate::table::write(dir, &self.tasks)
-    }
 }
 
 fn pool(jobs: usize) -> Result<rayon::ThreadPool, CurateError> {
@@ -62,13 +43,22 @@ fn pool(jobs: usize) -> Result<rayon::ThreadPool, CurateError> {
         })
 }
 
-/// Runs every stage on `inputs` with `config`.
-pub fn run(inputs: &Inputs, config: &Config) -> Result<Outcome, CurateError> {
+/// Runs every stage on `inputs` with `config` and writes the output files; returns the funnel.
+pub fn run(inputs: &Inputs, config: &Config, output: &Output) -> Result<Funnel, CurateError> {
     config.validate()?;
     let pool = pool(config.jobs)?;
     let mut timings = BTreeMap::new();
     let started = Instant::now();
-    let (aggregate, counts, problems, benchmark_ids) = read_events(inputs, config, &pool)?;
+    let files = events::event_files(&inputs.events)?;
+    let input_bytes = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let mut spill = Spill::create(
+        &output.dir,
+        spill::partitions_for(input_bytes, config.partitions),
+    )?;
+    let (mut counts, problems, benchmark_ids) = read_events(&files, config, &pool, &mut spill)?;
     timings.insert("events".to_owned(), started.elapsed().as_millis() as u64);
 
     let started = Instant::now();
@@ -82,18 +72,56 @@ pub fn run(inputs: &Inputs, config: &Config) -> Result<Outcome, CurateError> {
         .as_ref()
         .filter(|_| config.relevant_files > 0)
         .map(crate::endpoint::Endpoint::new);
-    let cx = Context {
-        config,
-        exclusions: &exclusions,
-        aggregate: &aggregate,
-        endpoint: endpoint.as_ref(),
-    };
+    let bar = progress::bar(0, "clones");
+    let mut dedup = Vec::new();
+    let mut folding = std::time::Duration::ZERO;
+    for k in 0..spill.count() {
+        let loading = Instant::now();
+        let aggregate = spill.load(k, &mut counts)?;
+        folding += loading.elapsed();
+        bar.inc_length(aggregate.pull_requests.len() as u64);
+        let cx = Context {
+            config,
+            exclusions: &exclusions,
+            aggregate: &aggregate,
+            endpoint: endpoint.as_ref(),
+        };
+        let rows = evaluate_partition(inputs, &cx, &pool, &bar, &mut dedup);
+        spill.write_rows(k, &rows)?;
+    }
+    bar.finish_and_clear();
+    timings.insert("aggregate".to_owned(), folding.as_millis() as u64);
+    timings.insert(
+        "clones".to_owned(),
+        (started.elapsed() - folding).as_millis() as u64,
+    );
+
+    let started = Instant::now();
+    let duplicates = duplicate_map(&dedup);
+    drop(dedup);
+    let mut writer = Writer::create(output)?;
+    let mut rows = spill.rows()?;
+    while let Some(row) = rows.next_row()? {
+        writer.push(&row.deduplicated(&duplicates))?;
+    }
+    timings.insert("dedup".to_owned(), started.elapsed().as_millis() as u64);
+    writer.finish(counts, problems, timings)
+}
+
+/// The clone stage and the rules after it for one partition: its rows, sorted; every candidate
+/// that reached dedup is added to `dedup`.
+fn evaluate_partition(
+    inputs: &Inputs,
+    cx: &Context<'_>,
+    pool: &rayon::ThreadPool,
+    bar: &indicatif::ProgressBar,
+    dedup: &mut Vec<DedupEntry>,
+) -> Vec<Row> {
     let mut by_repo: BTreeMap<&str, Vec<&PullRequest>> = BTreeMap::new();
-    for pr in aggregate.pull_requests.values() {
+    for pr in cx.aggregate.pull_requests.values() {
         by_repo.entry(pr.repo.as_str()).or_default().push(pr);
     }
-    let bar = progress::bar(aggregate.pull_requests.len(), "clones");
-    let verdicts: Vec<(&PullRequest, Result<Candidate, Rejection>)> = pool.install(|| {
+    let verdicts: Vec<(&PullRequest, Result<Task, Rejection>)> = pool.install(|| {
         by_repo
             .par_iter()
             .flat_map_iter(|(name, prs)| {
@@ -101,7 +129,7 @@ pub fn run(inputs: &Inputs, config: &Config) -> Result<Outcome, CurateError> {
                 let out: Vec<_> = prs
                     .iter()
                     .map(|pr| {
-                        let verdict = filter::evaluate(pr, &clone, &cx);
+                        let verdict = filter::evaluate(pr, &clone, cx);
                         bar.inc(1);
                         (*pr, verdict)
                     })
@@ -110,15 +138,13 @@ pub fn run(inputs: &Inputs, config: &Config) -> Result<Outcome, CurateError> {
             })
             .collect()
     });
-    bar.finish_and_clear();
-    timings.insert("clones".to_owned(), started.elapsed().as_millis() as u64);
-
-    let started = Instant::now();
-    let mut rejected = Vec::new();
-    let mut candidates = Vec::new();
-    for (pr, verdict) in verdicts {
-        match verdict {
-            Ok(candidate) => candidates.push(candidate),
+    verdicts
+        .into_iter()
+        .map(|(pr, verdict)| match verdict {
+            Ok(task) => {
+                dedup.push(DedupEntry::of_task(&task));
+                fit(task, cx.config)
+            }
             Err(rejection) => {
                 if matches!(
                     rejection.reason,
@@ -126,7 +152,7 @@ pub fn run(inputs: &Inputs, config: &Config) -> Result<Outcome, CurateError> {
                 ) {
                     tracing::debug!(repo = %pr.repo, number = pr.number, reason = rejection.reason.as_str(), "{}", rejection.detail);
                 }
-                rejected.push(Rejected {
+                Row::Rejected(Rejected {
                     repo: pr.repo.clone(),
                     pull_number: pr.number,
                     reason: rejection.reason,
@@ -134,49 +160,44 @@ pub fn run(inputs: &Inputs, config: &Config) -> Result<Outcome, CurateError> {
                     duplicate_of: None,
                     merged_at: None,
                     code_patch_sha256: None,
-                });
+                })
             }
-        }
-    }
-    let mut tasks = finish(candidates, config, &mut rejected);
-    timings.insert("dedup".to_owned(), started.elapsed().as_millis() as u64);
-    sort_rows(&mut tasks, &mut rejected);
-    let funnel = Funnel::new(counts, problems, timings, &tasks, &rejected);
-    Ok(Outcome {
-        tasks,
-        rejected,
-        funnel,
-    })
+        })
+        .collect()
 }
 
-type EventsRead = (Aggregate, EventCounts, Vec<InputProblem>, BTreeSet<u64>);
+type EventsRead = (EventCounts, Vec<InputProblem>, BTreeSet<u64>);
 
 fn read_events(
-    inputs: &Inputs,
+    files: &[PathBuf],
     config: &Config,
     pool: &rayon::ThreadPool,
+    spill: &mut Spill,
 ) -> Result<EventsRead, CurateError> {
-    let files = events::event_files(&inputs.events)?;
     let bar = progress::bar(files.len(), "events");
-    let mut aggregate = Aggregate::default();
     let mut counts = EventCounts::default();
     let mut problems = Vec::new();
     let mut benchmark_ids = BTreeSet::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    // A few files per worker at a time: parallel decoding, bounded memory, path order kept.
+    let partitions = spill.count();
+    // A few files per worker at a time: parallel decoding and encoding, bounded memory, path
+    // order kept.
     let chunk = pool.current_num_threads().max(1) * 2;
     for group in files.chunks(chunk) {
         let read: Vec<_> = pool.install(|| {
             group
                 .par_iter()
                 .map(|path| {
-                    let read = events::read_file(path);
+                    let mut read = events::read_file(path);
+                    let kept = std::mem::take(&mut read.kept)
+                        .into_iter()
+                        .filter(|e| config.shard.is_none_or(|s| s.contains(e.repo())));
+                    let encoded = Spill::encode(partitions, kept);
                     bar.inc(1);
-                    read
+                    (read, encoded)
                 })
                 .collect()
         });
-        for file in read {
+        for (file, encoded) in read {
             counts.files += 1;
             counts.broken_files += u64::from(file.broken);
             counts.lines += file.lines;
@@ -188,32 +209,12 @@ fn read_events(
                 problems.extend(file.problems);
             }
             benchmark_ids.extend(file.benchmark_ids);
-            for event in file.kept {
-                if config.shard.is_some_and(|s| !s.contains(event.repo())) {
-                    continue;
-                }
-                // Events without an id cannot be told apart: each is kept.
-                if !event.id().is_empty() && !seen.insert(event.id().to_owned()) {
-                    counts.duplicate_events += 1;
-                    continue;
-                }
-                match event {
-                    Kept::PullRequest(e) => {
-                        counts.pull_request_events += 1;
-                        counts.trimmed_pull_request_events +=
-                            u64::from(e.pull_request.is_trimmed());
-                        aggregate.add_pull_request(*e);
-                    }
-                    Kept::IssueOpened(e) => {
-                        counts.opened_issues += 1;
-                        aggregate.add_issue(e);
-                    }
-                }
-            }
+            spill.append(&encoded)?;
         }
     }
+    spill.seal()?;
     bar.finish_and_clear();
-    Ok((aggregate, counts, problems, benchmark_ids))
+    Ok((counts, problems, benchmark_ids))
 }
 
 /// Estimated tokens of a text: bytes / 4, rounded up.
@@ -221,68 +222,55 @@ fn tokens(text: &str) -> usize {
     text.len().div_ceil(4)
 }
 
-/// The detail of a duplicate's rejection (the same in `run` and `merge`).
-pub fn duplicate_detail(original: &str) -> String {
-    format!("same code patch as {original}")
-}
-
-/// Dedup in merge order, then the issue-text and budget rules; relevant files fill the budget
-/// that is left, best first.
-fn finish(candidates: Vec<Candidate>, config: &Config, rejected: &mut Vec<Rejected>) -> Vec<Task> {
-    let keys: Vec<dedup::Candidate<'_>> = candidates
-        .iter()
-        .map(|c| dedup::Candidate {
-            merged_at: &c.merged_at,
-            repo: &c.repo,
-            number: c.number,
-            key: &c.key,
-        })
-        .collect();
-    let dups = duplicates(&keys);
-    let mut tasks = Vec::new();
-    for (mut c, dup) in candidates.into_iter().zip(dups) {
-        let budget_used = tokens(&c.problem_statement)
-            + c.code_context.values().map(|t| tokens(t)).sum::<usize>();
-        let rejection = if let Some(original) = &dup {
-            Some((Reason::Duplicate, duplicate_detail(original)))
-        } else if c.problem_statement.is_empty() {
-            Some((
-                Reason::NoIssueText,
-                format!("no opened IssuesEvent for issues {:?}", c.issues),
-            ))
-        } else if budget_used > config.max_prompt_tokens {
-            Some((
-                Reason::TooLong,
-                format!(
-                    "about {budget_used} tokens (budget {})",
-                    config.max_prompt_tokens
-                ),
-            ))
-        } else {
-            None
-        };
-        match rejection {
-            Some((reason, detail)) => rejected.push(Rejected {
-                repo: c.repo,
-                pull_number: c.number,
-                reason,
-                detail,
-                duplicate_of: dup,
-                merged_at: Some(c.merged_at),
-                code_patch_sha256: Some(c.key),
-            }),
-            None => {
-                let mut used = budget_used;
-                c.relevant.retain(|(_, text)| {
-                    let fits = used + tokens(text) <= config.max_prompt_tokens;
-                    if fits {
-                        used += tokens(text);
-                    }
-                    fits
-                });
-                tasks.push(Task::from_candidate(c));
-            }
-        }
+/// The rules after the clone stage that need no other PR: the issue text and the prompt
+/// budget; relevant files fill the budget that is left, best first.
+fn fit(mut task: Task, config: &Config) -> Row {
+    let relevant: BTreeSet<&String> = task.relevant_files.iter().collect();
+    let budget_used = tokens(&task.problem_statement)
+        + task
+            .code_context
+            .iter()
+            .filter(|(path, _)| !relevant.contains(path))
+            .map(|(_, text)| tokens(text))
+            .sum::<usize>();
+    let rejection = if task.problem_statement.is_empty() {
+        Some((
+            Reason::NoIssueText,
+            format!("no opened IssuesEvent for issues {:?}", task.issue_numbers),
+        ))
+    } else if budget_used > config.max_prompt_tokens {
+        Some((
+            Reason::TooLong,
+            format!(
+                "about {budget_used} tokens (budget {})",
+                config.max_prompt_tokens
+            ),
+        ))
+    } else {
+        None
+    };
+    if let Some((reason, detail)) = rejection {
+        return Row::Rejected(Rejected {
+            repo: task.repo,
+            pull_number: task.pull_number,
+            reason,
+            detail,
+            duplicate_of: None,
+            merged_at: Some(task.merged_at),
+            code_patch_sha256: Some(task.code_patch_sha256),
+        });
     }
-    tasks
+    let mut used = budget_used;
+    let code_context = &mut task.code_context;
+    task.relevant_files.retain(|path| {
+        let size = code_context.get(path).map_or(0, |t| tokens(t));
+        let fits = used + size <= config.max_prompt_tokens;
+        if fits {
+            used += size;
+        } else {
+            code_context.remove(path);
+        }
+        fits
+    });
+    Row::Task(Box::new(task))
 }

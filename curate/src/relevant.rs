@@ -5,7 +5,10 @@
 //! [`crate::paths`]) at the base that an edited code file imports (Python `import a.b` /
 //! `from a.b import c` / relative imports, resolved against the tree) and the edited files'
 //! siblings in the same folder. Each candidate scores 2 for an import, 1 for a sibling, plus the
-//! share of its identifier-like words that occur in the issue text; ties go to the path. Every
+//! share of its identifier-like words that occur in the issue text; ties go to the path. At most
+//! 16 candidates are read: the best by structural score, then by how many words of their path
+//! the issue names; and reading stops once no unread one can reach the top (the lexical share
+//! adds at most 1). Every
 //! chosen path is validated: it exists at the base, is text (UTF-8, no NUL), is no larger than
 //! the setting, and is not edited by the PR.
 //!
@@ -14,15 +17,18 @@
 //! paths is valid.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::hash::Hasher;
 
 use git2::Oid;
+use rustc_hash::{FxHashSet, FxHasher};
 
 use crate::clone::{Clone, is_binary};
 use crate::endpoint::Endpoint;
 use crate::paths::{PathClass, classify};
 
-/// The most candidates whose content is read per PR.
-const MAX_CANDIDATES: usize = 64;
+/// The most candidates whose content is read per PR (reading and scoring text is most of the
+/// clone stage's time).
+const MAX_CANDIDATES: usize = 16;
 
 /// What the selection is given.
 pub struct Request<'a> {
@@ -42,13 +48,70 @@ pub struct Request<'a> {
     pub endpoint: Option<&'a Endpoint>,
 }
 
-/// Words of at least three letters, lower-case.
-fn words(text: &str) -> HashSet<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .flat_map(|w| w.split('_'))
-        .filter(|w| w.chars().count() >= 3)
-        .map(str::to_lowercase)
-        .collect()
+/// A set of word hashes (FxHash: the words are short and the sets are rebuilt per candidate).
+type WordSet = FxHashSet<u64>;
+
+/// Adds the words of `text` to `set`: runs of letters and digits (`_` and punctuation split
+/// them) of at least three characters, lower-case, each as its 64-bit hash. ASCII is scanned
+/// byte by byte; a word with other characters is lower-cased by `char` rules.
+fn add_words(text: &str, set: &mut WordSet) {
+    let bytes = text.as_bytes();
+    let mut lower: Vec<u8> = Vec::with_capacity(64);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b < 0x80 && !b.is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        // A word starts here (or a non-ASCII separator): find its end.
+        let start = i;
+        let mut ascii = true;
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b < 0x80 {
+                if !b.is_ascii_alphanumeric() {
+                    break;
+                }
+                i += 1;
+            } else {
+                let c = text[i..].chars().next().expect("a char starts here");
+                if !c.is_alphanumeric() {
+                    break;
+                }
+                ascii = false;
+                i += c.len_utf8();
+            }
+        }
+        if i == start {
+            // A non-ASCII separator.
+            i += text[i..].chars().next().map_or(1, char::len_utf8);
+            continue;
+        }
+        let word = &text[start..i];
+        lower.clear();
+        if ascii {
+            if word.len() < 3 {
+                continue;
+            }
+            lower.extend(word.bytes().map(|b| b.to_ascii_lowercase()));
+        } else {
+            if word.chars().count() < 3 {
+                continue;
+            }
+            lower.extend_from_slice(word.to_lowercase().as_bytes());
+        }
+        let mut hasher = FxHasher::default();
+        hasher.write(&lower);
+        set.insert(hasher.finish());
+    }
+}
+
+/// The word set of `text`.
+fn words(text: &str) -> WordSet {
+    let mut set = WordSet::default();
+    add_words(text, &mut set);
+    set
 }
 
 /// Module paths a Python file imports, as `/`-separated path stems relative to `dir` for
@@ -149,9 +212,22 @@ pub fn select(clone: &Clone, request: &Request<'_>) -> Vec<(String, String)> {
             }
         }
     }
-    let mut ranked: Vec<(&str, f64)> = score.into_iter().collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    // Which candidates are read: by structural score, then by how many of the path's words the
+    // issue names, then by path.
+    let issue = words(request.issue);
+    let mut path_words = WordSet::default();
+    let mut ranked: Vec<(&str, f64, usize)> = score
+        .into_iter()
+        .map(|(path, score)| {
+            path_words.clear();
+            add_words(path, &mut path_words);
+            let hits = path_words.iter().filter(|w| issue.contains(w)).count();
+            (path, score, hits)
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.cmp(&a.2)).then(a.0.cmp(b.0)));
     ranked.truncate(MAX_CANDIDATES);
+    let ranked: Vec<(&str, f64)> = ranked.into_iter().map(|(p, s, _)| (p, s)).collect();
     if let Some(endpoint) = request.endpoint {
         let first: HashSet<&str> = ranked.iter().map(|(p, _)| *p).collect();
         let mut paths: Vec<&str> = ranked.iter().map(|(p, _)| *p).collect();
@@ -166,7 +242,10 @@ pub fn select(clone: &Clone, request: &Request<'_>) -> Vec<(String, String)> {
             Ok(suggested) => {
                 let chosen: Vec<(String, String)> = suggested
                     .into_iter()
-                    .filter_map(|p| validated(clone, request, &p).map(|text| (p, text)))
+                    .filter_map(|p| {
+                        let tree = clone.tree(request.base).ok()?;
+                        validated(clone, &tree, request, &p).map(|text| (p, text))
+                    })
                     .take(request.count)
                     .collect();
                 if !chosen.is_empty() {
@@ -176,31 +255,50 @@ pub fn select(clone: &Clone, request: &Request<'_>) -> Vec<(String, String)> {
             Err(error) => tracing::warn!("relevant-file model: {error}; using the default rule"),
         }
     }
-    let issue = words(request.issue);
-    let mut scored: Vec<(String, String, f64)> = ranked
-        .into_iter()
-        .filter_map(|(path, base_score)| {
-            let text = validated(clone, request, path)?;
-            let own = words(&format!("{path}\n{text}"));
-            let lexical = if own.is_empty() {
-                0.0
-            } else {
-                own.intersection(&issue).count() as f64 / own.len() as f64
-            };
-            Some((path.to_owned(), text, base_score + lexical))
-        })
-        .collect();
+    // Reading candidates is most of the cost, so they are read in order of their structural
+    // score and the reading stops once no unread candidate can reach the top `count`: the
+    // lexical share adds at most 1.
+    let Ok(tree) = clone.tree(request.base) else {
+        return Vec::new();
+    };
+    let mut own = WordSet::default();
+    let mut scored: Vec<(String, String, f64)> = Vec::new();
+    for (path, base_score) in ranked {
+        if scored.len() >= request.count {
+            scored.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+            if scored[request.count - 1].2 > base_score + 1.0 {
+                break;
+            }
+        }
+        let Some(text) = validated(clone, &tree, request, path) else {
+            continue;
+        };
+        own.clear();
+        add_words(path, &mut own);
+        add_words(&text, &mut own);
+        let lexical = if own.is_empty() {
+            0.0
+        } else {
+            own.iter().filter(|w| issue.contains(w)).count() as f64 / own.len() as f64
+        };
+        scored.push((path.to_owned(), text, base_score + lexical));
+    }
     scored.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
     scored.truncate(request.count);
     scored.into_iter().map(|(p, t, _)| (p, t)).collect()
 }
 
-/// The text of `path` at the base when it may join the context.
-fn validated(clone: &Clone, request: &Request<'_>, path: &str) -> Option<String> {
+/// The text of `path` in the base `tree` when it may join the context.
+fn validated(
+    clone: &Clone,
+    tree: &git2::Tree<'_>,
+    request: &Request<'_>,
+    path: &str,
+) -> Option<String> {
     if request.edited.contains(path) {
         return None;
     }
-    let blob = clone.blob_at(request.base, path)?;
+    let blob = Clone::blob_in(tree, path)?;
     let bytes = clone.blob(blob).ok()?;
     if bytes.len() > request.max_bytes || is_binary(&bytes) {
         return None;
@@ -232,8 +330,15 @@ mod tests {
 
     #[test]
     fn words_are_lower_case_and_split() {
-        let w = words("read_statement fails on CSV");
-        assert!(w.contains("statement") && w.contains("csv") && w.contains("fails"));
-        assert!(!w.contains("on"));
+        let w = words("read_statement fails on CSV, Größe");
+        for word in ["read", "statement", "csv", "fails", "größe"] {
+            assert!(words(word).is_subset(&w), "{word}");
+        }
+        assert_eq!(w, words("GRÖßE größe csv FAILS statement read_"));
+        assert!(words("on").is_empty() && words("ab_cd").is_empty());
+        assert_eq!(w.len(), 5);
+        // Non-ASCII separators split words as ASCII ones do.
+        assert_eq!(words("alpha—beta “gamma”"), words("alpha beta gamma"));
+        assert_eq!(words("x1y2z3 été"), words("X1Y2Z3 ÉTÉ"));
     }
 }

@@ -9,7 +9,7 @@
 //! its values with Parquet's definition and repetition levels, row group by row group.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parquet::basic::Compression;
@@ -199,27 +199,70 @@ fn write_group<W: std::io::Write + Send>(
     put_text(group, rows, |t| &t.code_patch_sha256)
 }
 
-fn write_tasks(path: &Path, tasks: &[Task]) -> Result<(), ParquetError> {
-    let schema = Arc::new(parse_message_type(SCHEMA)?);
-    let props = Arc::new(
-        WriterProperties::builder()
-            .set_compression(Compression::ZSTD(Default::default()))
-            .set_created_by("swerve-curate".into())
-            .build(),
-    );
-    let file = std::fs::File::create(path)?;
-    let mut writer = SerializedFileWriter::new(std::io::BufWriter::new(file), schema, props)?;
-    for rows in tasks.chunks(ROWS_PER_GROUP) {
-        let mut group = writer.next_row_group()?;
-        write_group(&mut group, rows)?;
-        group.close()?;
-    }
-    writer.close()?;
-    Ok(())
+/// `tasks.parquet` written as rows arrive: one row group per [`ROWS_PER_GROUP`] rows.
+pub struct TableWriter {
+    path: PathBuf,
+    writer: SerializedFileWriter<std::io::BufWriter<std::fs::File>>,
+    pending: Vec<Task>,
 }
 
-/// Writes `tasks` (already sorted) to `dir/tasks.parquet`.
-pub fn write(dir: &Path, tasks: &[Task]) -> Result<(), CurateError> {
-    let path = dir.join("tasks.parquet");
-    write_tasks(&path, tasks).map_err(|source| CurateError::Parquet { path, source })
+impl TableWriter {
+    /// Creates `dir/tasks.parquet`.
+    pub fn create(dir: &Path) -> Result<TableWriter, CurateError> {
+        let path = dir.join("tasks.parquet");
+        let open = || -> Result<_, ParquetError> {
+            let schema = Arc::new(parse_message_type(SCHEMA)?);
+            let props = Arc::new(
+                WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(Default::default()))
+                    .set_created_by("swerve-curate".into())
+                    .build(),
+            );
+            let file = std::fs::File::create(&path)?;
+            SerializedFileWriter::new(std::io::BufWriter::new(file), schema, props)
+        };
+        match open() {
+            Ok(writer) => Ok(TableWriter {
+                path,
+                writer,
+                pending: Vec::with_capacity(ROWS_PER_GROUP),
+            }),
+            Err(source) => Err(CurateError::Parquet { path, source }),
+        }
+    }
+
+    fn error(&self) -> impl Fn(ParquetError) -> CurateError + '_ {
+        |source| CurateError::Parquet {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn flush_group(&mut self) -> Result<(), ParquetError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut group = self.writer.next_row_group()?;
+        write_group(&mut group, &self.pending)?;
+        group.close()?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Adds one row (rows come sorted).
+    pub fn push(&mut self, task: Task) -> Result<(), CurateError> {
+        self.pending.push(task);
+        if self.pending.len() >= ROWS_PER_GROUP {
+            self.flush_group().map_err(|e| self.error()(e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the last row group and the footer.
+    pub fn finish(mut self) -> Result<(), CurateError> {
+        let done = self
+            .flush_group()
+            .and_then(|()| self.writer.finish().map(drop));
+        done.map_err(|e| self.error()(e))
+    }
 }

@@ -674,7 +674,8 @@ fn every_reason_and_shape() {
         jobs: 2,
         ..Config::default()
     };
-    let outcome = swerve_curate::run(&inputs(dir.path()), &config).unwrap();
+    let (a, b) = (dir.path().join("out-a"), dir.path().join("out-b"));
+    let outcome = support::run(&inputs(dir.path()), &config, &a);
     let mut got = BTreeMap::new();
     for t in &outcome.tasks {
         got.insert((t.repo.clone(), t.pull_number), None);
@@ -742,23 +743,33 @@ fn every_reason_and_shape() {
     );
 
     // Written output is trainer-ready and stable.
-    let (a, b) = (dir.path().join("out-a"), dir.path().join("out-b"));
-    outcome.write(&a).unwrap();
-    swerve_curate::run(
+    support::run(
         &inputs(dir.path()),
         &Config {
             jobs: 1,
             ..Config::default()
         },
-    )
-    .unwrap()
-    .write(&b)
-    .unwrap();
+        &b,
+    );
+    // Many partitions on disk (one in memory at a time) write the same files as one.
+    let c = dir.path().join("out-c");
+    support::run(
+        &inputs(dir.path()),
+        &Config {
+            partitions: 7,
+            ..Config::default()
+        },
+        &c,
+    );
     for file in ["tasks.jsonl", "rejected.jsonl"] {
-        assert_eq!(
-            std::fs::read(a.join(file)).unwrap(),
-            std::fs::read(b.join(file)).unwrap()
-        );
+        for other in [&b, &c] {
+            assert_eq!(
+                std::fs::read(a.join(file)).unwrap(),
+                std::fs::read(other.join(file)).unwrap(),
+                "{file} of {}",
+                other.display()
+            );
+        }
     }
     let (mut fa, mut fb) = (
         support::read_output(&a).funnel,
@@ -774,20 +785,22 @@ fn every_reason_and_shape() {
     for k in 0..3 {
         let config = Config {
             shard: Some(Shard::parse(&format!("{k}/3")).unwrap()),
+            partitions: 2,
             ..Config::default()
         };
         let out = dir.path().join(format!("shard-{k}"));
-        swerve_curate::run(&inputs(dir.path()), &config)
-            .unwrap()
-            .write(&out)
-            .unwrap();
+        support::run(&inputs(dir.path()), &config, &out);
         shard_dirs.push(out);
     }
     let merged = dir.path().join("merged");
-    swerve_curate::merge::merge(&shard_dirs)
-        .unwrap()
-        .write(&merged)
-        .unwrap();
+    swerve_curate::merge::merge(
+        &shard_dirs,
+        &swerve_curate::Output {
+            dir: merged.clone(),
+            parquet: false,
+        },
+    )
+    .unwrap();
     for file in ["tasks.jsonl", "rejected.jsonl"] {
         assert_eq!(
             std::fs::read(a.join(file)).unwrap(),
@@ -810,7 +823,7 @@ fn window_and_budget() {
         relevant_files: 0,
         ..Config::default()
     };
-    let outcome = swerve_curate::run(&inputs(dir.path()), &config).unwrap();
+    let outcome = support::run(&inputs(dir.path()), &config, &dir.path().join("out-1"));
     assert!(outcome.tasks.is_empty());
     let reason = |repo: &str, n: u64| {
         outcome
@@ -942,7 +955,7 @@ fn relevant_files_from_a_model_are_validated() {
         relevant_endpoint: Some(swerve_curate::endpoint::EndpointConfig::new(&url, "m")),
         ..Config::default()
     };
-    let outcome = swerve_curate::run(&inputs(dir.path()), &config).unwrap();
+    let outcome = support::run(&inputs(dir.path()), &config, &dir.path().join("out-2"));
     assert!(served.load(std::sync::atomic::Ordering::SeqCst) >= 1);
     let t2 = outcome.tasks.iter().find(|t| t.pull_number == 2).unwrap();
     assert_eq!(t2.relevant_files, ["src/widget/__init__.py", "README.md"]);
@@ -956,8 +969,12 @@ fn relevant_files_from_a_model_are_validated() {
         }),
         ..Config::default()
     };
-    let fallback = swerve_curate::run(&inputs(dir.path()), &config).unwrap();
-    let plain = swerve_curate::run(&inputs(dir.path()), &Config::default()).unwrap();
+    let fallback = support::run(&inputs(dir.path()), &config, &dir.path().join("out-3"));
+    let plain = support::run(
+        &inputs(dir.path()),
+        &Config::default(),
+        &dir.path().join("out-4"),
+    );
     assert_eq!(fallback.tasks, plain.tasks);
 }
 

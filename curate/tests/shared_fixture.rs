@@ -51,11 +51,7 @@ fn development_fixture_matches_expected_json() {
         repos: fixture.join("repos"),
     };
     let out = dir.path().join("out");
-    swerve_curate::run(&inputs, &Config::default())
-        .unwrap()
-        .write(&out)
-        .unwrap();
-    let written = support::read_output(&out);
+    let written = support::run(&inputs, &Config::default(), &out);
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(fixture.join("expected.json")).unwrap())
             .unwrap();

@@ -84,14 +84,14 @@ fn a_blob_missing_from_the_mirror_is_an_unreadable_clone() {
     ev.write(&root.join("events"));
     assert!(!merge.is_empty());
 
-    let outcome = swerve_curate::run(
+    let outcome = support::run(
         &Inputs {
             events: vec![root.join("events")],
             repos: root.join("repos"),
         },
         &Config::default(),
-    )
-    .unwrap();
+        &root.join("out"),
+    );
     assert!(outcome.tasks.is_empty(), "{:?}", outcome.tasks);
     let [rejected] = &outcome.rejected[..] else {
         panic!("{:?}", outcome.rejected)

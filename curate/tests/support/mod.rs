@@ -9,12 +9,37 @@ pub mod fixture;
 use std::path::Path;
 
 use swerve_curate::output::{Funnel, Rejected, Task, read_funnel, read_jsonl};
+use swerve_curate::{Config, Inputs, Output};
 
 /// The three output files of a run, parsed.
 pub struct Written {
     pub tasks: Vec<Task>,
     pub rejected: Vec<Rejected>,
     pub funnel: Funnel,
+}
+
+/// Runs curate into `out` and reads the files back.
+pub fn run(inputs: &Inputs, config: &Config, out: &Path) -> Written {
+    let funnel = swerve_curate::run(
+        inputs,
+        config,
+        &Output {
+            dir: out.to_owned(),
+            parquet: false,
+        },
+    )
+    .unwrap();
+    let written = read_output(out);
+    assert_eq!(written.funnel, funnel);
+    assert!(
+        std::fs::read_dir(out).unwrap().all(|e| !e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with(".curate-")),
+        "the spill folder is removed"
+    );
+    written
 }
 
 pub fn read_output(dir: &Path) -> Written {
