@@ -45,6 +45,8 @@ pub struct RewardSummary {
     pub per_plugin: Vec<(String, usize, Option<f64>)>,
     /// Failed plugin calls per class.
     pub failures: BTreeMap<FailureClass, usize>,
+    /// Plugin results the host cut to its caps (`swerve_host::limits`).
+    pub truncated: usize,
     /// Time spent scoring (plugins loaded).
     pub scoring_time: Duration,
 }
@@ -158,8 +160,12 @@ pub fn run(
                         acc.0 += 1;
                         acc.1 += r;
                     }
-                    if let Err(f) = &p.outcome {
-                        *summary.failures.entry(f.class).or_default() += 1;
+                    match &p.outcome {
+                        Err(f) => {
+                            *summary.failures.entry(f.class).or_default() += 1;
+                            summary.truncated += usize::from(f.truncated);
+                        }
+                        Ok(score) => summary.truncated += usize::from(score.truncated),
                     }
                 }
                 record(i + 1, sample, &s, &names)
@@ -205,6 +211,9 @@ fn record(line: usize, sample: &Sample, s: &SampleScores, names: &[String]) -> V
                 if let Some(m) = &score.message {
                     entry.insert("message".into(), json!(m));
                 }
+                if score.truncated {
+                    entry.insert("truncated".into(), json!(true));
+                }
             }
             Err(f) => {
                 entry.insert("failure".into(), json!(f));
@@ -245,6 +254,12 @@ impl RewardSummary {
                 .map(|(c, n)| format!("{c} {n}"))
                 .collect();
             out.push_str(&format!("  plugin failures: {}\n", list.join(", ")));
+        }
+        if self.truncated > 0 {
+            out.push_str(&format!(
+                "  {} plugin results cut to the host's caps (marked in the output)\n",
+                self.truncated
+            ));
         }
         let scored = (self.lines - self.malformed) as f64;
         out.push_str(&format!(

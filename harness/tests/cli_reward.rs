@@ -143,6 +143,48 @@ fn a_malformed_line_is_reported_with_its_number_and_the_rest_is_scored() {
 }
 
 #[test]
+fn a_plugin_returning_huge_results_cannot_blow_up_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let mut text = String::new();
+    for (id, attack) in [
+        ("a", "huge-error"),
+        ("b", "huge-error"),
+        ("c", "huge-score"),
+    ] {
+        text += &format!(
+            "{{\"id\":\"{id}\",\"completion\":\"x\",\"metadata\":{{\"attack\":\"{attack}\"}}}}\n"
+        );
+    }
+    std::fs::write(&input, text).unwrap();
+    let out = dir.path().join("out.jsonl");
+    let o = harness(&[
+        "reward",
+        "--plugin",
+        "hostile",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        out.to_str().unwrap(),
+        "--cache-dir",
+        CACHE,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let size = std::fs::metadata(&out).unwrap().len();
+    assert!(size < 64 << 10, "{size} bytes written for three samples");
+    let rows = lines(&out);
+    assert_eq!(rows[0]["plugins"]["hostile"]["failure"]["truncated"], true);
+    assert_eq!(rows[2]["plugins"]["hostile"]["truncated"], true);
+    assert_eq!(rows[2]["reward"], 0.25);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.len() < 16 << 10, "{} bytes of stderr", stderr.len());
+    assert!(
+        stderr.contains("3 plugin results cut to the host's caps"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn bad_arguments_name_what_is_wrong() {
     let o = harness(&["reward", "--plugin", "nope", "--input", "x.jsonl"]);
     assert!(!o.status.success());

@@ -5,7 +5,7 @@
 
 use swerve_log_parsers::{Status, TestStatus};
 
-use crate::types;
+use crate::{limits, types};
 
 pub(crate) mod reward {
     wasmtime::component::bindgen!({ world: "reward", path: "../wit" });
@@ -18,23 +18,24 @@ pub(crate) mod evaluator {
 use reward::swerve::plugin::reward_types as rt;
 use reward::swerve::plugin::types as wt;
 
+fn info(name: String, version: String, description: String) -> types::PluginInfo {
+    let cap = |text| limits::cap_text(text, limits::MAX_MESSAGE_BYTES).0;
+    types::PluginInfo {
+        name: cap(name),
+        version: cap(version),
+        description: cap(description),
+    }
+}
+
 impl From<reward::PluginInfo> for types::PluginInfo {
     fn from(i: reward::PluginInfo) -> Self {
-        types::PluginInfo {
-            name: i.name,
-            version: i.version,
-            description: i.description,
-        }
+        info(i.name, i.version, i.description)
     }
 }
 
 impl From<evaluator::PluginInfo> for types::PluginInfo {
     fn from(i: evaluator::PluginInfo) -> Self {
-        types::PluginInfo {
-            name: i.name,
-            version: i.version,
-            description: i.description,
-        }
+        info(i.name, i.version, i.description)
     }
 }
 
@@ -101,25 +102,53 @@ pub(crate) fn sample_to_wit(s: &types::Sample) -> rt::Sample {
     }
 }
 
-/// Converts a plugin's score, checking the contract: reward and metrics must be finite.
+/// Converts a plugin's score, checking the contract (reward and metrics must be finite) and
+/// capping what it carries ([`crate::limits`]).
 pub(crate) fn score_from_wit(s: rt::Score) -> Result<types::Score, String> {
     if let Some(r) = s.reward
         && !r.is_finite()
     {
         return Err(format!("reward {r} is not finite"));
     }
+    let mut truncated = s.metrics.len() > limits::MAX_METRICS;
     let mut metrics = std::collections::BTreeMap::new();
-    for m in s.metrics {
+    for m in s.metrics.into_iter().take(limits::MAX_METRICS) {
+        let (name, cut) = limits::cap_text(m.name, limits::MAX_METRIC_NAME_BYTES);
+        truncated |= cut;
         if !m.value.is_finite() {
-            return Err(format!("metric {} = {} is not finite", m.name, m.value));
+            return Err(format!("metric {name} = {} is not finite", m.value));
         }
-        metrics.insert(m.name, m.value);
+        metrics.insert(name, m.value);
     }
+    let message = s.message.map(|m| {
+        let (m, cut) = limits::cap_text(m, limits::MAX_MESSAGE_BYTES);
+        truncated |= cut;
+        m
+    });
     Ok(types::Score {
         reward: s.reward,
         metrics,
-        message: s.message,
+        message,
+        truncated,
     })
+}
+
+/// A plugin's `err` message, capped: `(message, cut)`.
+pub(crate) fn plugin_message(message: String) -> (String, bool) {
+    limits::cap_text(message, limits::MAX_MESSAGE_BYTES)
+}
+
+/// A parsed log's statuses, capped in count and name length.
+pub(crate) fn statuses_from_wit(
+    list: Vec<evaluator::swerve::plugin::types::TestResult>,
+) -> swerve_log_parsers::StatusMap {
+    list.into_iter()
+        .take(limits::MAX_TESTS)
+        .map(|t| {
+            let (name, _) = limits::cap_text(t.name, limits::MAX_TEST_NAME_BYTES);
+            (name, status_from_wit(t.status))
+        })
+        .collect()
 }
 
 pub(crate) fn status_from_wit(s: evaluator::swerve::plugin::types::TestStatus) -> Status {

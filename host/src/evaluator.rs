@@ -63,16 +63,17 @@ impl EvaluatorPlugin {
             .instantiate(&mut ps.store)
             .and_then(|w| w.call_parse(&mut ps.store, log, &ctx));
         match result {
-            Ok(Ok(list)) => Ok(list
-                .into_iter()
-                .map(|t| (t.name, bindings::status_from_wit(t.status)))
-                .collect()),
-            Ok(Err(message)) => Err(Failure {
-                class: FailureClass::PluginError,
-                message,
-                stderr_tail: ps.output_tail(),
-                fuel_consumed: ps.fuel_consumed(),
-            }),
+            Ok(Ok(list)) => Ok(bindings::statuses_from_wit(list)),
+            Ok(Err(message)) => {
+                let (message, truncated) = bindings::plugin_message(message);
+                Err(Failure {
+                    class: FailureClass::PluginError,
+                    message,
+                    stderr_tail: ps.output_tail(),
+                    fuel_consumed: ps.fuel_consumed(),
+                    truncated,
+                })
+            }
             Err(e) => Err(ps.failure(&e)),
         }
     }

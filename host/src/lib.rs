@@ -5,8 +5,8 @@
 //! What it guarantees: a plugin gets no files, no network, no environment, fixed clocks and
 //! fixed "random" bytes; it runs under fuel (deterministic), a memory cap, a wasm stack cap and
 //! a wall-clock backstop; every failure is classified (`timeout`, `out_of_memory`, `trap`,
-//! `plugin_error`, `invalid_plugin`) with the plugin's output tail; an instance that failed is
-//! never called again (a store lives for one batch or one sample). Plugins are compiled once
+//! `plugin_error`, `invalid_plugin`) with the plugin's output tail; every string and list a
+//! plugin returns is capped ([`limits`]); an instance that failed is never called again (a store lives for one batch or one sample). Plugins are compiled once
 //! (in-memory and on-disk precompile caches) and shared across worker threads.
 //!
 //! It also owns what every binary needs to name a plugin: `--plugin` arguments
@@ -24,6 +24,7 @@ mod combine;
 mod engine;
 mod error;
 mod evaluator;
+pub mod limits;
 mod outcome;
 mod plugin;
 pub mod plugin_spec;

@@ -67,6 +67,9 @@ pub struct Failure {
     pub stderr_tail: String,
     /// Fuel the call consumed before it ended.
     pub fuel_consumed: u64,
+    /// The host cut the plugin's message to its cap ([`crate::limits`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 impl Failure {
@@ -77,6 +80,7 @@ impl Failure {
             message: message.into(),
             stderr_tail: String::new(),
             fuel_consumed: 0,
+            truncated: false,
         }
     }
 }
@@ -149,11 +153,13 @@ pub(crate) fn classify_trap(
         (_, Some(t)) => t.to_string(),
         (_, None) => err.root_cause().to_string(),
     };
+    let (message, truncated) = crate::limits::cap_text(message, crate::limits::MAX_MESSAGE_BYTES);
     Failure {
         class,
         message,
         stderr_tail,
         fuel_consumed,
+        truncated,
     }
 }
 

@@ -124,12 +124,16 @@ impl RewardPlugin {
                     fuel_consumed: fuel,
                     ..Failure::invalid(m)
                 }),
-                Err(message) => Err(Failure {
-                    class: crate::FailureClass::PluginError,
-                    message,
-                    stderr_tail: tail.clone(),
-                    fuel_consumed: fuel,
-                }),
+                Err(message) => {
+                    let (message, truncated) = bindings::plugin_message(message);
+                    Err(Failure {
+                        class: crate::FailureClass::PluginError,
+                        message,
+                        stderr_tail: tail.clone(),
+                        fuel_consumed: fuel,
+                        truncated,
+                    })
+                }
             })
             .collect())
     }

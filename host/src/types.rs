@@ -88,6 +88,10 @@ pub struct Score {
     /// A note from the plugin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The host cut the message, a metric name or the metric list to its cap
+    /// ([`crate::limits`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// Where a test log came from.

@@ -50,6 +50,17 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
             "exit" => std::process::exit(3),
             "error" => Err(format!("sample {} is not scorable", sample.id)),
             "nan" => Ok(Score::reward(f64::NAN)),
+            // Results as large as the memory budget allows: the host caps what it passes on.
+            "huge-error" => Err("e".repeat(40 << 20)),
+            "huge-score" => {
+                let mut score = Score::reward(0.25);
+                score.message = Some("m".repeat(8 << 20));
+                let long = "n".repeat(1000);
+                for i in 0..1_000 {
+                    score = score.with_metric(format!("{i:04}{long}"), i as f64);
+                }
+                Ok(score)
+            }
             "output" => {
                 // 64 MiB of output: the host keeps only a bounded tail.
                 let line = [b'x'; 1023];
