@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test swerve: the wasm32-wasip2 Rust target
-# (guest plugins), componentize-py (Python plugins), debootstrap (the offline base image) and
-# Debian's docker-registry (the loopback registry the image-pull test uses). Idempotent.
+# (guest plugins), componentize-py (Python plugins), tensorboard (the trainer's event files are
+# read back with it), debootstrap (the offline base image) and Debian's docker-registry (the
+# loopback registry the image-pull test uses). Idempotent.
 set -euo pipefail
 
 rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
 
 if ! command -v componentize-py >/dev/null 2>&1 || ! componentize-py --version | grep -q '0.25.1'; then
     python3 -m pip install --quiet --disable-pip-version-check 'componentize-py==0.25.1'
+fi
+
+if ! python3 -c 'import tensorboard' >/dev/null 2>&1; then
+    python3 -m pip install --quiet --disable-pip-version-check 'tensorboard==2.21.0'
 fi
 
 need=()

@@ -1020,6 +1020,7 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             output: OutputSpec {
                 dir: dir.path().join("sft"),
                 save_steps: 0,
+                report_to: Default::default(),
             },
         },
         &mut |_, _| {},
@@ -1045,6 +1046,7 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             output: OutputSpec {
                 dir: dir.path().join("grpo"),
                 save_steps: 0,
+                report_to: Default::default(),
             },
             reward_jobs: 1,
             execute: None,

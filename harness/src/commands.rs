@@ -12,7 +12,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
 use swerve_harness::run::source::{self, DatasetSource};
 use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
-use swerve_harness::{export, images};
+use swerve_harness::{export, html, images};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
 use swerve_swebench::predictions::{self, Prediction};
 
@@ -105,6 +105,9 @@ pub struct RunArgs {
     /// Container network during the evaluation.
     #[arg(long, value_enum, default_value = "none")]
     network: NetworkArg,
+    /// Do not write the run's HTML page (`<model>.<run_id>.html` beside the run report).
+    #[arg(long)]
+    no_html: bool,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -136,6 +139,10 @@ pub struct ReportArgs {
     predictions: String,
     #[command(flatten)]
     files: RunFiles,
+    /// Also write the run's HTML page (`<model>.<run_id>.html` beside the run report): summary,
+    /// instances, failing tests, patches and test logs in one self-contained file.
+    #[arg(long)]
+    html: bool,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -299,6 +306,10 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
     };
     let summary = runtime()?.block_on(run::run(&config, &args.dataset.split, plugin, &progress))?;
     progress.bar.finish_and_clear();
+    if !args.no_html {
+        let page = html::write_run_page(&config, &summary.results, &summary.report_file)?;
+        eprintln!("HTML report written to {}", page.display());
+    }
     print!(
         "{}",
         summary
@@ -335,6 +346,10 @@ pub fn report(args: ReportArgs) -> anyhow::Result<std::process::ExitCode> {
     let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
     let (results, file) = run::rewrite::rewrite_reports(&config, &plugin)?;
     print!("{}", results.summary(&file.display().to_string()));
+    if args.html {
+        let page = html::write_run_page(&config, &results, &file)?;
+        eprintln!("HTML report written to {}", page.display());
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }
 

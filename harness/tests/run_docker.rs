@@ -192,8 +192,13 @@ fn empty_patches_are_not_run() {
         ],
         "empty/model",
     );
-    ctx.run(&preds, &["-i", "swerve__inicfg-3", "swerve__spans-5"]);
+    ctx.run(
+        &preds,
+        &["-i", "swerve__inicfg-3", "swerve__spans-5", "--no-html"],
+    );
     let report = ctx.run_report("empty__model");
+    let page = ctx.path().join(format!("empty__model.{}.html", ctx.run_id));
+    assert!(!page.exists(), "--no-html wrote {}", page.display());
     assert_eq!(report["resolved_instances"], 0);
     assert_eq!(
         ids(&report["empty_patch_ids"]),
@@ -256,6 +261,28 @@ fn mixed_predictions_match_expected() {
     )
     .expect("meta");
     assert!(meta.contains("tests/conftest.py"), "{meta}");
+    // The run's HTML page beside the run report: a row per instance with the report's status,
+    // and the forge among the hardening findings.
+    let page = std::fs::read_to_string(
+        ctx.path()
+            .join(format!("swerve-mini-mixed.{}.html", ctx.run_id)),
+    )
+    .expect("the run's HTML page");
+    for id in subset {
+        let id = id.to_owned();
+        let status = if resolved.contains(&id) {
+            "resolved"
+        } else if empty.contains(&id) {
+            "empty_patch"
+        } else if errors.contains(&id) {
+            "error"
+        } else {
+            "unresolved"
+        };
+        let row = format!("<tr data-instance=\"{id}\" data-status=\"{status}\">");
+        assert!(page.contains(&row), "{row}");
+    }
+    assert!(page.contains("<code>tests/conftest.py</code>"));
     assert!(ctx.leftover_containers().is_empty());
 }
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod progress;
 mod train_args;
 
 use anyhow::Context;

@@ -1,11 +1,11 @@
 //! Flags of `trainer sft`, `trainer grpo`, `trainer predict` and `trainer demo`, turned into the
-//! typed commands of `swerve_trainer::train::commands`, with a progress bar on stderr.
+//! typed commands of `swerve_trainer::train::commands`, with progress on stderr
+//! ([`crate::progress`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use swerve_host::PluginSpec;
 use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
@@ -14,9 +14,20 @@ use swerve_trainer::train::commands::{
 };
 use swerve_trainer::train::data::PromptStyle;
 use swerve_trainer::train::demo::{self, DemoConfig};
-use swerve_trainer::train::metrics_log::StepMetrics;
+use swerve_trainer::train::metrics_log::{ReportTo, StepMetrics};
 use swerve_trainer::train::rewards::PluginRewards;
 use swerve_trainer::train::state::RunState;
+
+use crate::progress::Progress;
+
+/// `--report-to`: where metrics go besides `metrics.jsonl`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum ReportToArg {
+    /// metrics.jsonl only
+    Jsonl,
+    /// metrics.jsonl and a TensorBoard event file beside it (tags `train/<metric>`)
+    Tensorboard,
+}
 
 /// Where a run starts and where it writes.
 #[derive(Debug, clap::Args)]
@@ -39,6 +50,10 @@ pub struct RunArgs {
     /// Override one setting: KEY=VALUE with a TOML value (repeatable), e.g. --set beta=0.04
     #[arg(long = "set", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
+    /// Where metrics go: metrics.jsonl is always written (plots and --resume read it);
+    /// `tensorboard` adds an event file beside it for `tensorboard --logdir`
+    #[arg(long, value_enum, default_value = "tensorboard")]
+    report_to: ReportToArg,
 }
 
 /// How tasks become prompts.
@@ -162,27 +177,23 @@ fn output(run: &RunArgs) -> OutputSpec {
     OutputSpec {
         dir: run.output.clone(),
         save_steps: run.save_steps,
+        report_to: match run.report_to {
+            ReportToArg::Jsonl => ReportTo::Jsonl,
+            ReportToArg::Tensorboard => ReportTo::Tensorboard,
+        },
     }
 }
 
-/// A progress bar over a run's steps showing the step, a metric and the ETA.
-fn progress(kind: &'static str, metric: &'static str) -> impl FnMut(&StepMetrics, &RunState) {
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} {bar:30} {pos}/{len} {msg} eta {eta}")
-            .expect("valid template"),
-    );
-    bar.set_prefix(kind);
-    move |m: &StepMetrics, s: &RunState| {
-        bar.set_length(s.total_steps);
-        bar.set_position(s.step);
-        if let Some(v) = m.get(metric) {
-            bar.set_message(format!("{metric} {v:.4}"));
-        }
-        if s.step >= s.total_steps {
-            bar.finish();
-        }
-    }
+/// Progress over a run's steps showing the step, a metric and the ETA.
+fn progress(
+    kind: &'static str,
+    metric: &'static str,
+) -> anyhow::Result<impl FnMut(&StepMetrics, &RunState)> {
+    let mut progress = Progress::new(kind, "step")?;
+    Ok(move |m: &StepMetrics, s: &RunState| {
+        let message = m.get(metric).map(|v| format!("{metric} {v:.4}"));
+        progress.update(s.step, s.total_steps, message);
+    })
 }
 
 pub fn run_sft(args: &SftArgs) -> anyhow::Result<()> {
@@ -197,7 +208,7 @@ pub fn run_sft(args: &SftArgs) -> anyhow::Result<()> {
         config: commands::sft_config(args.run.config.as_deref(), &args.run.overrides)?,
         output: output(&args.run),
     };
-    let last = commands::run_sft(&cmd, &mut progress("sft", "loss"))?;
+    let last = commands::run_sft(&cmd, &mut progress("sft", "loss")?)?;
     println!("{}", last.display());
     Ok(())
 }
@@ -220,7 +231,7 @@ pub fn run_grpo(args: &GrpoArgs) -> anyhow::Result<()> {
             work_dir: args.run.output.join("executions"),
         }),
     };
-    let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward"))?;
+    let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward")?)?;
     println!("{}", last.display());
     Ok(())
 }
@@ -239,7 +250,10 @@ pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
         batch: args.batch,
         output: args.output.clone(),
     };
-    let reward = commands::run_predict(&cmd)?;
+    let mut progress = Progress::new("predict", "task")?;
+    let reward = commands::run_predict(&cmd, &mut |done, total| {
+        progress.update(done as u64, total as u64, None);
+    })?;
     eprintln!("mean swe-rl reward {reward:.4}");
     println!("{}", args.output.display());
     Ok(())
@@ -280,8 +294,8 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    let mut sft_bar = progress("sft", "loss");
-    let mut grpo_bar = progress("grpo", "reward");
+    let mut sft_bar = progress("sft", "loss")?;
+    let mut grpo_bar = progress("grpo", "reward")?;
     let executor = executor.as_deref();
     let summary = demo::run(
         &config,

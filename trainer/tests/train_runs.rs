@@ -16,7 +16,7 @@ use swerve_trainer::tokenizer::Tokenizer;
 use swerve_trainer::train::RunOutput;
 use swerve_trainer::train::data::{PromptStyle, SftExample};
 use swerve_trainer::train::grpo::{GrpoInputs, GrpoTrainer};
-use swerve_trainer::train::metrics_log::{self, StepMetrics};
+use swerve_trainer::train::metrics_log::{self, ReportTo, StepMetrics};
 use swerve_trainer::train::rewards::{FnExecutor, FnRewards};
 use swerve_trainer::train::sft::{SftConfig, SftTrainer};
 use swerve_trainer::train::state;
@@ -127,7 +127,7 @@ fn grpo_run(
         resumed,
     )
     .unwrap();
-    let mut output = RunOutput::in_dir(dir, resumed_at, 2, None).unwrap();
+    let mut output = RunOutput::in_dir(dir, resumed_at, 2, None, ReportTo::Jsonl).unwrap();
     while trainer.state.step < stop_after {
         let m = trainer.step().unwrap();
         output.metrics.append(&m).unwrap();
@@ -222,7 +222,7 @@ fn sft_loss_decreases() {
     };
     let mut trainer = SftTrainer::new(config, &examples, &tokenizer, model, None).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let mut output = RunOutput::in_dir(dir.path(), 0, 0, None).unwrap();
+    let mut output = RunOutput::in_dir(dir.path(), 0, 0, None, ReportTo::Jsonl).unwrap();
     trainer.train(&mut output, &mut |_, _| {}).unwrap();
     let history = metrics_log::read(output.metrics.path()).unwrap();
     let loss = |i: usize| history[i].get("loss").unwrap();

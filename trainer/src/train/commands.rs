@@ -12,8 +12,8 @@ use swerve_host::{HostConfig, PluginSpec};
 
 use super::data::{PromptStyle, gold_examples, read_sft_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
-use super::metrics_log::{self, StepMetrics};
-use super::predict::predict;
+use super::metrics_log::{self, ReportTo, StepMetrics};
+use super::predict::{PredictSettings, predict};
 use super::rewards::{Executor, PluginRewards};
 use super::sft::{SftConfig, SftTrainer};
 use super::state::{self, RunState};
@@ -144,6 +144,15 @@ pub struct OutputSpec {
     pub dir: PathBuf,
     /// Checkpoint every this many steps (0: only at the end).
     pub save_steps: u64,
+    /// Where the metrics go besides `metrics.jsonl`.
+    pub report_to: ReportTo,
+}
+
+impl OutputSpec {
+    /// The run's name in plot titles: the output folder.
+    fn run_name(&self) -> String {
+        self.dir.display().to_string()
+    }
 }
 
 /// `trainer grpo`.
@@ -204,10 +213,16 @@ pub fn run_grpo(
         resumed_at,
         cmd.output.save_steps,
         Some(tokenizer_path),
+        cmd.output.report_to,
     )?;
     trainer.train(&mut output, on_step)?;
     let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(&history, &demo::GRPO_PLOTS, &cmd.output.dir.join("plots"))?;
+    plot::plot_metrics(
+        &history,
+        &demo::GRPO_PLOTS,
+        &cmd.output.dir.join("plots"),
+        &format!("grpo run {}", cmd.output.run_name()),
+    )?;
     Ok(output.checkpoint_path(trainer.state.step))
 }
 
@@ -254,10 +269,16 @@ pub fn run_sft(
         resumed_at,
         cmd.output.save_steps,
         Some(tokenizer_path),
+        cmd.output.report_to,
     )?;
     trainer.train(&mut output, on_step)?;
     let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(&history, &demo::SFT_PLOTS, &cmd.output.dir.join("plots"))?;
+    plot::plot_metrics(
+        &history,
+        &demo::SFT_PLOTS,
+        &cmd.output.dir.join("plots"),
+        &format!("sft run {}", cmd.output.run_name()),
+    )?;
     Ok(output.checkpoint_path(trainer.state.step))
 }
 
@@ -294,8 +315,9 @@ pub struct PredictCommand {
     pub output: PathBuf,
 }
 
-/// Runs `trainer predict`; returns the mean SWE-RL reward of the completions.
-pub fn run_predict(cmd: &PredictCommand) -> Result<f64> {
+/// Runs `trainer predict`; returns the mean SWE-RL reward of the completions. `on_batch` sees
+/// the tasks done and the total after every generation batch.
+pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize)) -> Result<f64> {
     let dev = Cpu::default();
     let tokenizer = Tokenizer::from_file(&cmd.model.join("tokenizer.json"))?;
     let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
@@ -309,10 +331,13 @@ pub fn run_predict(cmd: &PredictCommand) -> Result<f64> {
         &model,
         &tokenizer,
         &tasks,
-        &cmd.prompt_style,
-        &sampling,
-        cmd.batch,
-        &cmd.model.display().to_string(),
+        PredictSettings {
+            style: &cmd.prompt_style,
+            sampling: &sampling,
+            batch: cmd.batch,
+            model_name: &cmd.model.display().to_string(),
+        },
+        on_batch,
     )?;
     let lines: String = predicted
         .iter()

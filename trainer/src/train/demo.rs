@@ -25,8 +25,8 @@ use serde::{Deserialize, Serialize};
 
 use super::data::{PromptStyle, gold_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
-use super::metrics_log::{self, StepMetrics};
-use super::predict::predict;
+use super::metrics_log::{self, ReportTo, StepMetrics};
+use super::predict::{PredictSettings, predict};
 use super::rewards::{Executor, RewardFunctions};
 use super::sft::{SftConfig, SftTrainer};
 use super::state::RunState;
@@ -218,11 +218,22 @@ pub fn run(
         init.clone(),
         None,
     )?;
-    let mut output = RunOutput::in_dir(&sft_dir, 0, 0, Some(tokenizer_path.clone()))?;
+    let mut output = RunOutput::in_dir(
+        &sft_dir,
+        0,
+        0,
+        Some(tokenizer_path.clone()),
+        ReportTo::Tensorboard,
+    )?;
     sft.train(&mut output, &mut |m, s| on_step("sft", m, s))?;
     let sft_checkpoint = output.checkpoint_path(sft.state.step);
     let sft_history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(&sft_history, &SFT_PLOTS, &sft_dir.join("plots"))?;
+    plot::plot_metrics(
+        &sft_history,
+        &SFT_PLOTS,
+        &sft_dir.join("plots"),
+        &format!("sft run {}", sft_dir.display()),
+    )?;
     seconds.insert("sft".to_owned(), phase.elapsed().as_secs_f64());
 
     // GRPO from the warmed-up weights.
@@ -242,30 +253,45 @@ pub fn run(
         &warm,
         None,
     )?;
-    let mut output = RunOutput::in_dir(&grpo_dir, 0, 0, Some(tokenizer_path.clone()))?;
+    let mut output = RunOutput::in_dir(
+        &grpo_dir,
+        0,
+        0,
+        Some(tokenizer_path.clone()),
+        ReportTo::Tensorboard,
+    )?;
     grpo.train(&mut output, &mut |m, s| on_step("grpo", m, s))?;
     let final_checkpoint = output.checkpoint_path(grpo.state.step);
     let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(&history, &GRPO_PLOTS, &grpo_dir.join("plots"))?;
+    plot::plot_metrics(
+        &history,
+        &GRPO_PLOTS,
+        &grpo_dir.join("plots"),
+        &format!("grpo run {}", grpo_dir.display()),
+    )?;
     seconds.insert("grpo".to_owned(), phase.elapsed().as_secs_f64());
 
     // Predictions from the final checkpoint, as `trainer predict` makes them.
     let phase = Instant::now();
     let model = CausalLm::<f32, Cpu>::load(&final_checkpoint, &dev)?;
+    let sampling = SamplingConfig {
+        temperature: 0.0,
+        max_new_tokens: config.demo.predict_max_new_tokens,
+        eos_token_ids: model.config.eos_token_ids.clone(),
+        pad_token_id: super::grpo::pad_token(&model),
+        ..SamplingConfig::default()
+    };
     let predicted = predict(
         &model,
         &tokenizer,
         &tasks,
-        &style,
-        &SamplingConfig {
-            temperature: 0.0,
-            max_new_tokens: config.demo.predict_max_new_tokens,
-            eos_token_ids: model.config.eos_token_ids.clone(),
-            pad_token_id: super::grpo::pad_token(&model),
-            ..SamplingConfig::default()
+        PredictSettings {
+            style: &style,
+            sampling: &sampling,
+            batch: tasks.len(),
+            model_name: PREDICTIONS_MODEL_NAME,
         },
-        tasks.len(),
-        PREDICTIONS_MODEL_NAME,
+        &mut |_, _| {},
     )?;
     let predictions_path = paths.out.join("predictions.jsonl");
     let lines: String = predicted

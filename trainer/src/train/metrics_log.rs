@@ -1,12 +1,25 @@
 //! The metrics file of a training run: one JSON object per optimiser step, appended as the run
 //! goes, with `step` and every metric under the name TRL logs it with. A NaN metric (undefined,
-//! e.g. a std over one value) is written as `null`.
+//! e.g. a std over one value) is written as `null`. With [`ReportTo::Tensorboard`] every step
+//! also goes to a TensorBoard event file beside it ([`super::tensorboard`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::tensorboard::EventWriter;
 use crate::error::{Error, Result};
+
+/// Where a run's metrics go besides `metrics.jsonl`, which is always written (plots and
+/// `--resume` read it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReportTo {
+    /// `metrics.jsonl` only.
+    Jsonl,
+    /// `metrics.jsonl` and a TensorBoard event file in the same folder (the default).
+    #[default]
+    Tensorboard,
+}
 
 /// One line of the metrics file.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,17 +49,19 @@ impl StepMetrics {
     }
 }
 
-/// An append-only metrics file.
+/// An append-only metrics file, and the event file that mirrors it.
 #[derive(Debug)]
 pub struct MetricsLog {
     path: PathBuf,
+    events: Option<EventWriter>,
 }
 
 impl MetricsLog {
     /// Opens `path` for a run that continues after step `keep_through`: lines of later steps
     /// (left by an interrupted run) are dropped, so a resumed run appends where its checkpoint
-    /// left off. A fresh run passes 0 and starts an empty file.
-    pub fn open(path: &Path, keep_through: u64) -> Result<Self> {
+    /// left off. A fresh run passes 0 and starts an empty file. With [`ReportTo::Tensorboard`]
+    /// the folder's event files are replaced by one holding the kept steps.
+    pub fn open(path: &Path, keep_through: u64, report_to: ReportTo) -> Result<Self> {
         let kept: Vec<StepMetrics> = if keep_through > 0 && path.exists() {
             read(path)?
                 .into_iter()
@@ -60,8 +75,21 @@ impl MetricsLog {
         }
         let text: String = kept.iter().map(|m| m.to_json_line() + "\n").collect();
         fs_err::write(path, text).map_err(|e| Error::io(path, e))?;
+        let events = match report_to {
+            ReportTo::Jsonl => None,
+            ReportTo::Tensorboard => {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                let dir = if dir.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    dir
+                };
+                Some(EventWriter::create(dir, &kept)?)
+            }
+        };
         Ok(Self {
             path: path.to_path_buf(),
+            events,
         })
     }
 
@@ -70,13 +98,22 @@ impl MetricsLog {
         &self.path
     }
 
+    /// The TensorBoard event file, when the run reports to TensorBoard.
+    pub fn event_file(&self) -> Option<&Path> {
+        self.events.as_ref().map(EventWriter::path)
+    }
+
     /// Appends one step.
     pub fn append(&mut self, metrics: &StepMetrics) -> Result<()> {
         let mut file = fs_err::OpenOptions::new()
             .append(true)
             .open(&self.path)
             .map_err(|e| Error::io(&self.path, e))?;
-        writeln!(file, "{}", metrics.to_json_line()).map_err(|e| Error::io(&self.path, e))
+        writeln!(file, "{}", metrics.to_json_line()).map_err(|e| Error::io(&self.path, e))?;
+        if let Some(events) = &mut self.events {
+            events.append(metrics)?;
+        }
+        Ok(())
     }
 }
 
@@ -128,7 +165,7 @@ mod tests {
     fn lines_round_trip_and_resume_truncates() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.jsonl");
-        let mut log = MetricsLog::open(&path, 0).unwrap();
+        let mut log = MetricsLog::open(&path, 0, ReportTo::Jsonl).unwrap();
         for step in 1..=3 {
             log.append(&metrics(step, step as f64 / 2.0)).unwrap();
         }
@@ -137,7 +174,7 @@ mod tests {
             first.starts_with("{\"step\":1,\"kl\":null,\"reward\":0.5}\n"),
             "{first}"
         );
-        let mut log = MetricsLog::open(&path, 2).unwrap();
+        let mut log = MetricsLog::open(&path, 2, ReportTo::Jsonl).unwrap();
         log.append(&metrics(3, 9.0)).unwrap();
         let back = read(&path).unwrap();
         assert_eq!(back.len(), 3);

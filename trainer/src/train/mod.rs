@@ -5,8 +5,8 @@
 //! reward plugins through `swerve-host`, optionally after an [`rewards::Executor`] ran each
 //! patch), computes advantages and the loss with the exact rules of [`crate::grpo`], evaluated
 //! on dfdx tensors by [`objective`] over batches packed by [`batch`], and steps AdamW along a
-//! [`schedule`]. Every step appends its metrics to a [`metrics_log`]; [`state`] writes resumable
-//! checkpoints; [`plot`] draws the curves; [`patch`] turns completions into SWE-bench
+//! [`schedule`]. Every step appends its metrics to a [`metrics_log`] (and a [`tensorboard`] event
+//! file); [`state`] writes resumable checkpoints; [`plot`] draws the curves; [`patch`] turns completions into SWE-bench
 //! predictions; [`demo`] runs the whole pipeline on the bundled dataset.
 
 pub mod batch;
@@ -23,6 +23,7 @@ pub mod rewards;
 pub mod schedule;
 pub mod sft;
 pub mod state;
+pub mod tensorboard;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,7 +32,7 @@ use dfdx::prelude::Device;
 
 use crate::error::Result;
 use crate::model::{AdamW, CausalLm};
-use metrics_log::MetricsLog;
+use metrics_log::{MetricsLog, ReportTo};
 use state::RunState;
 
 /// Where a run writes: its metrics file and its checkpoints.
@@ -77,16 +78,17 @@ impl RunOutput {
         Ok(dir)
     }
 
-    /// Opens the output of a run in `dir`: `metrics.jsonl` (kept through step `resumed_at`)
-    /// and checkpoints beside it.
+    /// Opens the output of a run in `dir`: `metrics.jsonl` (kept through step `resumed_at`),
+    /// the TensorBoard event file when `report_to` says so, and checkpoints beside them.
     pub fn in_dir(
         dir: &Path,
         resumed_at: u64,
         save_steps: u64,
         tokenizer_json: Option<PathBuf>,
+        report_to: ReportTo,
     ) -> Result<Self> {
         Ok(Self {
-            metrics: MetricsLog::open(&dir.join("metrics.jsonl"), resumed_at)?,
+            metrics: MetricsLog::open(&dir.join("metrics.jsonl"), resumed_at, report_to)?,
             checkpoint_dir: dir.to_path_buf(),
             save_steps,
             tokenizer_json,

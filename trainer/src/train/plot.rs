@@ -1,26 +1,50 @@
 //! PNG curves of a run's metrics, drawn with `plotters`' bitmap backend.
 //!
-//! The plots carry no text: `plotters` draws text through system fonts (fontconfig) or a font
-//! file that swerve would have to ship, and neither is worth a dependency here. Each curve's
-//! file is named after its metric (`reward.png`, `rewards_swe-rl_mean.png`: `/` becomes `_`);
-//! the raw values are a thin light line, a moving average (window: a tenth of the run) a thick
-//! dark one, and faint horizontal lines mark the quarters of the value range. `plots.json`
-//! beside them lists each file with its metric's first, last, min and max values, so the axes
-//! can be read off.
+//! Each curve's file is named after its metric (`reward.png`, `rewards_swe-rl_mean.png`: `/`
+//! becomes `_`). A plot has a title naming the metric and the run, the axis titles `step` and
+//! the metric, tick labels on both axes, the raw values as a thin light line and a moving
+//! average (window: a tenth of the run) as a thick dark one, and a legend naming both. Text is
+//! drawn with DejaVu Sans, embedded in the binary (`trainer/assets/fonts/`, Bitstream Vera
+//! licence), so plots look the same on every machine and need no system fonts. `plots.json`
+//! beside them lists each file with its metric's first, last, min and max values.
 
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::metrics_log::StepMetrics;
 use crate::error::{Error, Result};
 
 /// Plot size in pixels.
-const SIZE: (u32, u32) = (800, 480);
+pub const SIZE: (u32, u32) = (800, 480);
+
+/// The embedded font (DejaVu Sans 2.37).
+const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
+
+/// The family name the embedded font is registered under; `plotters` asks for it by this name.
+const FAMILY: &str = "sans-serif";
+
+/// Registers the embedded font with `plotters` (once per process).
+fn register_font() -> std::result::Result<(), String> {
+    static REGISTERED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            plotters::style::register_font(FAMILY, FontStyle::Normal, FONT)
+                .map_err(|_| "the embedded DejaVu Sans font does not parse".to_owned())
+        })
+        .clone()
+}
 
 /// Draws one PNG per metric in `names` that has at least two defined values into `dir`, and
-/// `plots.json`. Returns the files written.
-pub fn plot_metrics(history: &[StepMetrics], names: &[&str], dir: &Path) -> Result<Vec<PathBuf>> {
+/// `plots.json`; `run` names the run in each plot's title. Returns the files written.
+pub fn plot_metrics(
+    history: &[StepMetrics],
+    names: &[&str],
+    dir: &Path,
+    run: &str,
+) -> Result<Vec<PathBuf>> {
     fs_err::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let mut written = Vec::new();
     let mut index = serde_json::Map::new();
@@ -33,10 +57,18 @@ pub fn plot_metrics(history: &[StepMetrics], names: &[&str], dir: &Path) -> Resu
             continue;
         }
         let path = dir.join(format!("{}.png", name.replace('/', "_")));
-        draw(&points, &path).map_err(|reason| Error::Plot {
+        let plot = |reason| Error::Plot {
             path: path.clone(),
             reason,
-        })?;
+        };
+        register_font().map_err(plot)?;
+        draw(
+            BitMapBackend::new(&path, SIZE).into_drawing_area(),
+            &points,
+            name,
+            run,
+        )
+        .map_err(plot)?;
         let values: Vec<f64> = points.iter().map(|p| p.1).collect();
         index.insert(
             name.to_string(),
@@ -75,7 +107,13 @@ pub fn moving_average(values: &[f64], window: usize) -> Vec<f64> {
         .collect()
 }
 
-fn draw(points: &[(f64, f64)], path: &Path) -> std::result::Result<(), String> {
+/// Draws the plot of `metric`'s `points` (at least two) onto `root`.
+fn draw<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    points: &[(f64, f64)],
+    metric: &str,
+    run: &str,
+) -> std::result::Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let (x0, x1) = (
         points[0].0,
@@ -90,39 +128,71 @@ fn draw(points: &[(f64, f64)], path: &Path) -> std::result::Result<(), String> {
         (y0, y1) = (y0 - 0.5, y1 + 0.5);
     }
     let pad = (y1 - y0) * 0.05;
-    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
         .margin(16)
+        .caption(format!("{metric} · {run}"), (FAMILY, 20))
+        .x_label_area_size(44)
+        .y_label_area_size(72)
         .build_cartesian_2d(x0..x1, (y0 - pad)..(y1 + pad))
         .map_err(|e| err(&e))?;
-    for q in 0..=4 {
-        let y = y0 + (y1 - y0) * q as f64 / 4.0;
-        chart
-            .draw_series(LineSeries::new([(x0, y), (x1, y)], RGBColor(225, 225, 225)))
-            .map_err(|e| err(&e))?;
-    }
     chart
-        .draw_series(LineSeries::new(
-            points.iter().copied(),
-            RGBColor(150, 180, 230),
-        ))
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc(metric)
+        .axis_desc_style((FAMILY, 15))
+        .label_style((FAMILY, 13))
+        .x_labels(10)
+        .y_labels(6)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format_tick(*y, y1 - y0))
+        .light_line_style(RGBColor(240, 240, 240))
+        .bold_line_style(RGBColor(215, 215, 215))
+        .draw()
         .map_err(|e| err(&e))?;
+    let raw = RGBColor(150, 180, 230);
+    chart
+        .draw_series(LineSeries::new(points.iter().copied(), raw))
+        .map_err(|e| err(&e))?
+        .label(format!("{metric} (raw)"))
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], raw.stroke_width(2)));
     let values: Vec<f64> = points.iter().map(|p| p.1).collect();
-    let smooth = moving_average(&values, points.len().div_ceil(10));
+    let window = points.len().div_ceil(10);
+    let smooth = moving_average(&values, window);
+    let dark = RGBColor(20, 60, 160);
     chart
         .draw_series(LineSeries::new(
             points.iter().map(|p| p.0).zip(smooth),
-            RGBColor(20, 60, 160).stroke_width(3),
+            dark.stroke_width(3),
         ))
+        .map_err(|e| err(&e))?
+        .label(format!("moving average ({window} steps)"))
+        .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], dark.stroke_width(3)));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font((FAMILY, 13))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .draw()
         .map_err(|e| err(&e))?;
-    root.draw(&Rectangle::new(
-        [(16, 16), (SIZE.0 as i32 - 16, SIZE.1 as i32 - 16)],
-        BLACK.stroke_width(1),
-    ))
-    .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+/// A y tick label: as many decimals as the range needs (at least enough to tell six ticks
+/// apart), in scientific notation for very small or large values.
+fn format_tick(y: f64, range: f64) -> String {
+    let magnitude = y.abs().max(range.abs());
+    if magnitude != 0.0 && !(1e-3..1e5).contains(&magnitude) {
+        return format!("{y:.2e}");
+    }
+    let decimals = if range > 0.0 {
+        (1.0 - (range / 5.0).log10().round()).clamp(0.0, 6.0) as usize
+    } else {
+        2
+    };
+    format!("{y:.decimals$}")
 }
 
 #[cfg(test)]
@@ -151,11 +221,100 @@ mod tests {
                 ]),
             })
             .collect();
-        let files = plot_metrics(&history, &["reward", "kl"], dir.path()).unwrap();
+        let files = plot_metrics(&history, &["reward", "kl"], dir.path(), "grpo out").unwrap();
         assert_eq!(files, vec![dir.path().join("reward.png")]);
         let png = fs_err::read(&files[0]).unwrap();
         assert_eq!(&png[1..4], b"PNG");
         let index = fs_err::read_to_string(dir.path().join("plots.json")).unwrap();
         assert!(index.contains("\"last\": 0.5"), "{index}");
+    }
+
+    /// The RGB pixels of a plot of a noisy rising curve.
+    fn render(metric: &str, run: &str) -> Vec<u8> {
+        register_font().unwrap();
+        let points: Vec<(f64, f64)> = (1..=60)
+            .map(|s| {
+                (
+                    s as f64,
+                    -0.8 + s as f64 * 0.01 + if s % 3 == 0 { 0.1 } else { 0.0 },
+                )
+            })
+            .collect();
+        let mut buffer = vec![0u8; (SIZE.0 * SIZE.1 * 3) as usize];
+        draw(
+            BitMapBackend::with_buffer(&mut buffer, SIZE).into_drawing_area(),
+            &points,
+            metric,
+            run,
+        )
+        .unwrap();
+        buffer
+    }
+
+    /// Pixels in rows `rows` and columns `cols` drawn in near-black, the colour of text and axes
+    /// (the curves are blue, the grid light grey).
+    fn dark_pixels(buffer: &[u8], rows: std::ops::Range<u32>, cols: std::ops::Range<u32>) -> usize {
+        rows.flat_map(|y| cols.clone().map(move |x| ((y * SIZE.0 + x) * 3) as usize))
+            .filter(|&i| buffer[i..i + 3].iter().all(|&c| c < 110))
+            .count()
+    }
+
+    /// Rows in which two renders differ.
+    fn differing_rows(a: &[u8], b: &[u8]) -> Vec<u32> {
+        (0..SIZE.1)
+            .filter(|&y| {
+                let row = (y * SIZE.0 * 3) as usize..((y + 1) * SIZE.0 * 3) as usize;
+                a[row.clone()] != b[row]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn plots_carry_title_axis_titles_tick_labels_and_legend() {
+        let plot = render("reward", "grpo out/run-1");
+        let (w, h) = SIZE;
+        // Nothing is drawn in the margin.
+        assert_eq!(dark_pixels(&plot, 0..10, 0..w), 0);
+        // The title band, the x tick labels, the x axis title, the y tick labels and the y
+        // axis title all hold text.
+        let regions = [
+            ("title", 16..40, 0..w),
+            ("x tick labels", h - 58..h - 40, 100..w),
+            ("x axis title", h - 38..h - 16, w / 2 - 60..w / 2 + 60),
+            ("y tick labels", 60..h - 70, 45..86),
+            ("y axis title", h / 2 - 40..h / 2 + 40, 16..40),
+            ("legend", 55..110, w - 260..w - 30),
+        ];
+        for (what, rows, cols) in regions {
+            let n = dark_pixels(&plot, rows.clone(), cols.clone());
+            assert!(
+                n > 20,
+                "{what}: {n} dark pixels in rows {rows:?}, columns {cols:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn title_names_the_metric_and_the_run() {
+        let a = render("reward", "grpo out/run-1");
+        let b = render("reward", "grpo out/run-2");
+        let rows = differing_rows(&a, &b);
+        assert!(!rows.is_empty(), "the run name is not drawn");
+        assert!(rows.iter().all(|&y| (16..44).contains(&y)), "{rows:?}");
+        // The metric name is both in the title and the y axis title.
+        let c = render("loss", "grpo out/run-1");
+        let rows = differing_rows(&a, &c);
+        assert!(
+            rows.iter().any(|&y| y < 44) && rows.iter().any(|&y| y > 100),
+            "{rows:?}"
+        );
+    }
+
+    #[test]
+    fn tick_labels_show_enough_decimals() {
+        assert_eq!(format_tick(-0.75, 0.9), "-0.75");
+        assert_eq!(format_tick(0.0123, 0.004), "0.0123");
+        assert_eq!(format_tick(150.0, 400.0), "150");
+        assert_eq!(format_tick(2e-5, 1e-5), "2.00e-5");
     }
 }

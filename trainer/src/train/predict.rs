@@ -23,17 +23,34 @@ pub struct Predicted {
     pub swe_rl_reward: f64,
 }
 
-/// Generates one completion per task, `batch` tasks at a time, and converts each to a
-/// prediction named `model_name`. `sampling.seed` is offset per batch.
+/// How predictions are made.
+#[derive(Debug, Clone, Copy)]
+pub struct PredictSettings<'a> {
+    /// Prompt rendering (as in training).
+    pub style: &'a PromptStyle,
+    /// Sampling; `seed` is offset per batch.
+    pub sampling: &'a SamplingConfig,
+    /// Tasks per generation batch.
+    pub batch: usize,
+    /// The predictions' `model_name_or_path`.
+    pub model_name: &'a str,
+}
+
+/// Generates one completion per task, `settings.batch` tasks at a time, and converts each to a
+/// prediction. `on_batch` sees the tasks done and the total after every batch.
 pub fn predict<D: Kernels<f32>>(
     model: &CausalLm<f32, D>,
     tokenizer: &Tokenizer,
     tasks: &[Instance],
-    style: &PromptStyle,
-    sampling: &SamplingConfig,
-    batch: usize,
-    model_name: &str,
+    settings: PredictSettings<'_>,
+    on_batch: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Predicted>> {
+    let PredictSettings {
+        style,
+        sampling,
+        batch,
+        model_name,
+    } = settings;
     let mut out = Vec::with_capacity(tasks.len());
     for (b, chunk) in tasks.chunks(batch.max(1)).enumerate() {
         let prompts = chunk
@@ -63,6 +80,7 @@ pub fn predict<D: Kernels<f32>>(
                 swe_rl_reward: reward,
             });
         }
+        on_batch(out.len(), tasks.len());
     }
     Ok(out)
 }
