@@ -199,7 +199,7 @@ fn write_group<W: std::io::Write + Send>(
     put_text(group, rows, |t| &t.code_patch_sha256)
 }
 
-/// `tasks.parquet` written as rows arrive: one row group per [`ROWS_PER_GROUP`] rows.
+/// `tasks.parquet` written as rows arrive: one row group per 256 rows.
 pub struct TableWriter {
     path: PathBuf,
     writer: SerializedFileWriter<std::io::BufWriter<std::fs::File>>,
