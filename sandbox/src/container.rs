@@ -132,6 +132,31 @@ impl ExecRequest {
     }
 }
 
+/// How a path differs from the image.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FsChangeKind {
+    /// Changed (content, metadata, or a directory with changes below it).
+    Modified,
+    /// Added.
+    Added,
+    /// Deleted.
+    Deleted,
+}
+
+/// One path of [`Container::changes`].
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct FsChange {
+    /// Absolute path in the container.
+    pub path: String,
+    /// How it differs.
+    pub kind: FsChangeKind,
+}
+
 /// How a command ended. A failing or timed-out command is an outcome, not an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecOutput {
@@ -676,6 +701,34 @@ impl Container {
             .next()
             .unwrap_or(container_path);
         Ok(host_dir.join(name))
+    }
+
+    /// The paths whose state differs from the image's (`docker diff`), as the engine sees them:
+    /// nothing in the container can forge this list. Mounts (tmpfs, volumes) are not in it.
+    pub async fn changes(&self) -> Result<Vec<FsChange>> {
+        let found = within(
+            self.client.config.timeouts.api,
+            "list changes",
+            &self.id,
+            self.client.docker.container_changes(&self.id),
+        )
+        .await?
+        .map_err(|e| Error::Changes {
+            container: self.id.clone(),
+            source: DockerError::from(e),
+        })?;
+        Ok(found
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| FsChange {
+                kind: match c.kind {
+                    bollard::models::ChangeType::_0 => FsChangeKind::Modified,
+                    bollard::models::ChangeType::_1 => FsChangeKind::Added,
+                    bollard::models::ChangeType::_2 => FsChangeKind::Deleted,
+                },
+                path: c.path,
+            })
+            .collect())
     }
 
     /// Remove the container now (forcibly), reporting failure instead of logging it. After a

@@ -158,6 +158,15 @@ pub enum Error {
         #[source]
         source: DockerError,
     },
+    /// Listing a container's file-system changes failed.
+    #[error("cannot list the file-system changes of container {container}")]
+    Changes {
+        /// The container id.
+        container: String,
+        /// The engine's answer.
+        #[source]
+        source: DockerError,
+    },
     /// Copying into or out of a container failed.
     #[error("cannot copy {path} {direction} container {container}")]
     Copy {

@@ -37,8 +37,8 @@ mod sandbox;
 
 pub use base::{BaseRecipe, apt_mirror};
 pub use container::{
-    Container, ContainerSpec, ExecOutput, ExecRequest, LABEL_INSTANCE_ID, LABEL_MANAGED,
-    LABEL_RUN_ID,
+    Container, ContainerSpec, ExecOutput, ExecRequest, FsChange, FsChangeKind, LABEL_INSTANCE_ID,
+    LABEL_MANAGED, LABEL_RUN_ID,
 };
 pub use error::{DockerError, Error, Result};
 pub use image::{ImageInfo, ImageOrigin};

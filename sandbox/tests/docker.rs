@@ -226,6 +226,33 @@ async fn pids_limit_stops_fork_bombs() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn changes_are_the_engines_diff_against_the_image() {
+    use swerve_sandbox::{FsChange, FsChangeKind};
+    let sandbox = sandbox().await;
+    let c = start(&sandbox, "changes", Limits::default()).await;
+    let out = sh(
+        &c,
+        "mkdir -p /opt/planted && echo x > /opt/planted/hook.pth && rm /etc/issue; true",
+    )
+    .await;
+    assert!(out.success(), "{}", out.text());
+    let changes = c.changes().await.unwrap();
+    let has = |path: &str, kind| {
+        changes.contains(&FsChange {
+            path: path.to_owned(),
+            kind,
+        })
+    };
+    assert!(
+        has("/opt/planted/hook.pth", FsChangeKind::Added),
+        "{changes:?}"
+    );
+    assert!(has("/opt", FsChangeKind::Modified), "{changes:?}");
+    assert!(has("/etc/issue", FsChangeKind::Deleted), "{changes:?}");
+    c.remove().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn copy_in_and_out_round_trips() {
     let sandbox = sandbox().await;
     let c = start(&sandbox, "copy", Limits::default()).await;

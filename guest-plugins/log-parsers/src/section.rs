@@ -98,6 +98,13 @@ pub enum LogProblem {
         /// The exit code as written in the log.
         exit_code: ExitCode,
     },
+    /// Hardened runs only: the eval script's setup part changed the container outside the
+    /// repository where no rule allows it (a planted hook can report anything), as the host saw
+    /// in the container's file-system diff.
+    EnvironmentChanged {
+        /// How many paths.
+        paths: usize,
+    },
 }
 
 impl fmt::Display for LogProblem {
@@ -118,6 +125,10 @@ impl fmt::Display for LogProblem {
                 f,
                 "exit code {} but no FAILED or ERROR result",
                 exit_code.as_str()
+            ),
+            LogProblem::EnvironmentChanged { paths } => write!(
+                f,
+                "the setup changed {paths} path(s) outside the repository (see swerve.json)"
             ),
         }
     }

@@ -43,6 +43,9 @@ pub enum OutcomeKind {
     EvaluatorFailed,
     /// Docker, image or file-system failure (infrastructure, not the model).
     InfraError,
+    /// Hardened runs: the setup part (the patch's code at install time) changed the container
+    /// outside the repository where no rule allows it; graded `resolved: false`.
+    EnvironmentChanged,
 }
 
 impl OutcomeKind {
@@ -56,6 +59,22 @@ impl OutcomeKind {
             OutcomeKind::EmptyPatch => "empty_patch",
             OutcomeKind::EvaluatorFailed => "evaluator_failed",
             OutcomeKind::InfraError => "infra_error",
+            OutcomeKind::EnvironmentChanged => "environment_changed",
+        }
+    }
+
+    /// The outcome of a graded instance: resolved, unresolved, or not resolved because the
+    /// setup changed the environment (hardened runs).
+    pub fn of_grading(grading: &swerve_swebench::grading::Grading) -> OutcomeKind {
+        if grading.report.resolved {
+            OutcomeKind::Resolved
+        } else if matches!(
+            grading.problem(),
+            Some(swerve_log_parsers::LogProblem::EnvironmentChanged { .. })
+        ) {
+            OutcomeKind::EnvironmentChanged
+        } else {
+            OutcomeKind::Unresolved
         }
     }
 

@@ -246,9 +246,11 @@ impl ScriptParts {
             self.setup
                 .iter()
                 .cloned()
-                // The sandbox's per-exec kill token must not travel to the next exec.
+                // The sandbox's per-exec kill token must not travel to the next exec, nor
+                // the setup-only `PYTHONDONTWRITEBYTECODE` the host sets for this exec.
                 .chain([format!(
-                    "export -p | grep -v '^declare -x SWERVE_EXEC=' > {env_file}"
+                    "export -p | grep -v -e '^declare -x SWERVE_EXEC=' \
+                     -e '^declare -x PYTHONDONTWRITEBYTECODE=' > {env_file}"
                 )]),
         )
     }

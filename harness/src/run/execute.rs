@@ -345,7 +345,8 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
     let row = &job.row;
     let outcome = result.outcome;
     match outcome {
-        OutcomeKind::Resolved | OutcomeKind::Unresolved => {}
+        // A changed environment is graded (not resolved) like any other model outcome.
+        OutcomeKind::Resolved | OutcomeKind::Unresolved | OutcomeKind::EnvironmentChanged => {}
         OutcomeKind::PatchApplyFailed | OutcomeKind::EmptyPatch => return not_run(row, false),
         // The patch applied but its tests ran past the limit: the model's outcome.
         OutcomeKind::TimedOut => return not_run(row, true),

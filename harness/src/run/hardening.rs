@@ -4,10 +4,16 @@
 
 use std::collections::BTreeSet;
 
-/// Files pytest (or Python) reads as configuration or hooks when the tests start.
-const CONFIG_FILES: [&str; 7] = [
+/// Files pytest (or Python) reads as configuration or hooks when the tests start: every name
+/// in pytest's own configuration lookup (`pytest.ini`, `.pytest.ini`, `pytest.toml` and
+/// `.pytest.toml` from pytest 9, `pyproject.toml`, `tox.ini`, `setup.cfg`), `conftest.py`, and
+/// Python's start-up hooks.
+const CONFIG_FILES: [&str; 10] = [
     "conftest.py",
     "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
     "tox.ini",
     "setup.cfg",
     "pyproject.toml",
@@ -226,6 +232,9 @@ mod tests {
             "pkg/test_x.py",
             "x_test.py",
             "pytest.ini",
+            ".pytest.ini",
+            "pytest.toml",
+            "sub/.pytest.toml",
             "pyproject.toml",
             "evil.pth",
             "testing/helpers.py",

@@ -15,6 +15,7 @@ use swerve_sandbox::{Container, ContainerSpec, ExecOutput, ExecRequest, Limits, 
 
 use super::apply::{ApplyOutcome, CONTAINER_PATCH_FILE, apply_patch};
 use super::cache::{InstanceMeta, META_FILE, OutcomeKind, write_atomic};
+use super::environment::{self, EnvironmentCheck};
 use super::eval_script::{REPO_DIRECTORY, ScriptParts};
 use super::evaluate::grade_with_plugin;
 use super::hardening::{self, Undone};
@@ -274,6 +275,19 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         "Test runtime: {:.2} seconds",
         tests_started.elapsed().as_secs_f64()
     ));
+    if let Some(check) = &run.environment {
+        for line in &check.allowed {
+            log.info(&format!(
+                "Hardening: allowed change outside the repository: {line}"
+            ));
+        }
+        if !check.findings.is_empty() {
+            log.info(&format!(
+                "Hardening: the setup changed the environment outside the repository; not resolved:\n{}",
+                check.findings.join("\n")
+            ));
+        }
+    }
     let text = write_test_output(job, log, &run, ctx.timeout)?;
     let mut record = Record::new(OutcomeKind::Unresolved);
     record.tests = run.script_time;
@@ -373,11 +387,7 @@ async fn grade(
     }
     let resolved = grading.report.resolved;
     let report = render_instance_report(id, &grading.report);
-    record.outcome = if resolved {
-        OutcomeKind::Resolved
-    } else {
-        OutcomeKind::Unresolved
-    };
+    record.outcome = OutcomeKind::of_grading(&grading);
     // swerve.json is written after report.json by the caller; a crash in between leaves a
     // report without its key, which a content resume re-evaluates.
     write_atomic(&job.dir.join("report.json"), &report)?;
@@ -550,6 +560,8 @@ struct ScriptRun {
     /// Time spent inside the eval script's own execs (the tests themselves); the rest of the
     /// instance's time (container, copies, hardening's process sweeps) is overhead.
     script_time: Duration,
+    /// Hardened runs: what the setup part changed outside the repository.
+    environment: Option<EnvironmentCheck>,
 }
 
 async fn run_compat(
@@ -566,6 +578,7 @@ async fn run_compat(
         timed_out: out.timed_out,
         region: None,
         script_time: out.elapsed,
+        environment: None,
     })
 }
 
@@ -589,16 +602,18 @@ async fn run_hardened(
     let kill = hardening::kill_all_script(idle_pid);
     let mut text = String::new();
 
-    let setup = exec(
-        container,
-        vec![
-            "/bin/bash".to_owned(),
-            "-c".to_owned(),
-            parts.setup_script(ENV_FILE),
-        ],
-        left(),
-    )
-    .await?;
+    let before = read_environment(container, step).await?;
+    // Bytecode off for the setup only: an import there then writes nothing outside the
+    // repository, so that any `.pyc` that appears was written on purpose.
+    let setup_request = ExecRequest::new([
+        "/bin/bash".to_owned(),
+        "-c".to_owned(),
+        parts.setup_script(ENV_FILE),
+    ])
+    .with_timeout(left())
+    .with_workdir(REPO_DIRECTORY)
+    .with_env("PYTHONDONTWRITEBYTECODE", "1");
+    let setup = container.exec(&setup_request).await?;
     text.push_str(&setup.text());
     let mut script_time = setup.elapsed;
     if setup.timed_out {
@@ -607,9 +622,15 @@ async fn run_hardened(
             timed_out: true,
             region: None,
             script_time,
+            environment: None,
         });
     }
     exec(container, strings(&["sh", "-c", &kill]), step).await?;
+    let (changes, after) = tokio::try_join!(
+        async { container.changes().await.map_err(anyhow::Error::from) },
+        read_environment(container, step)
+    )?;
+    let environment = environment::check(&job.row.repo, &changes, &before, &after);
 
     let start_nonce = hardening::nonce()?;
     let tests = exec(
@@ -631,6 +652,7 @@ async fn run_hardened(
             timed_out: true,
             region: None,
             script_time,
+            environment: Some(environment),
         });
     }
     let exit_code = tests.exit_code.unwrap_or(-1);
@@ -656,6 +678,19 @@ async fn run_hardened(
             start_nonce,
             end_nonce,
             exit_code,
+            environment_changes: environment.findings.clone(),
         }),
+        environment: Some(environment),
     })
+}
+
+/// The files the environment rules read ([`environment::snapshot_script`]).
+async fn read_environment(
+    container: &Container,
+    step: Duration,
+) -> anyhow::Result<environment::Snapshot> {
+    let mut cmd = strings(&["sh", "-c", &environment::snapshot_script(), "sh"]);
+    cmd.extend(environment::WATCHED.map(str::to_owned));
+    let read = exec(container, cmd, step).await?;
+    Ok(environment::Snapshot::parse(&read.output))
 }

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod environment;
 pub mod eval_script;
 pub mod evaluate;
 pub mod execute;

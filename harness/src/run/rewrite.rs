@@ -54,11 +54,7 @@ pub fn rewrite_reports(
         )
         .map_err(|source| RunError::Write { path, source })?;
         if let Some(mut meta) = meta {
-            meta.outcome = if graded.report.resolved {
-                OutcomeKind::Resolved
-            } else {
-                OutcomeKind::Unresolved
-            };
+            meta.outcome = OutcomeKind::of_grading(&graded);
             let path = dir.join(cache::META_FILE);
             cache::write_atomic(&path, &serde_json::to_string_pretty(&meta).expect("json"))
                 .map_err(|source| RunError::Write { path, source })?;

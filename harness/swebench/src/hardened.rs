@@ -20,6 +20,11 @@ pub struct HardenedRegion {
     pub end_nonce: String,
     /// The test exec's own exit status.
     pub exit_code: i64,
+    /// Changes outside the repository that the setup part made and no rule allows (`A /path`,
+    /// `C /path`, `D /path`, from the container's file-system diff taken by the host): the
+    /// instance is not resolved when there is one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environment_changes: Vec<String>,
 }
 
 /// The text between the nonce-tagged start marker and the nonce-tagged end marker.
@@ -40,7 +45,8 @@ pub fn hardened_section<'t>(
     }
 }
 
-/// Hardened `get_logs_eval`: bad-code markers anywhere (they can only hurt the patch), the
+/// Hardened `get_logs_eval`: no grade when the setup changed the environment outside the
+/// repository (`environment_changes`), bad-code markers anywhere (they can only hurt the patch), the
 /// section between the host's nonce markers, no whole-log fallback (the rest of the log holds
 /// output of model code run at install time), and the exit-code cross-check against the exit
 /// status the host measured instead of a line in the log.
@@ -49,6 +55,11 @@ pub fn evaluate_hardened<E>(
     region: &HardenedRegion,
     mut parse: impl FnMut(&str) -> Result<StatusMap, E>,
 ) -> Result<Result<Evaluation, LogProblem>, E> {
+    if !region.environment_changes.is_empty() {
+        return Ok(Err(LogProblem::EnvironmentChanged {
+            paths: region.environment_changes.len(),
+        }));
+    }
     if let Err(problem @ LogProblem::BadCode(_)) = extract_test_section(log) {
         return Ok(Err(problem));
     }
@@ -86,7 +97,23 @@ mod tests {
             start_nonce: "s1".into(),
             end_nonce: "e1".into(),
             exit_code: code,
+            environment_changes: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_changed_environment_is_not_graded() {
+        let log =
+            LogText::new(">>>>> Start Test Output s1\nPASSED t.py::a\n>>>>> End Test Output e1\n");
+        assert!(evaluate_hardened(&log, &region(0), pytest).unwrap().is_ok());
+        let mut changed = region(0);
+        changed.environment_changes = vec!["A /usr/local/bin/pytest".into()];
+        assert_eq!(
+            evaluate_hardened(&log, &changed, pytest)
+                .unwrap()
+                .unwrap_err(),
+            LogProblem::EnvironmentChanged { paths: 1 }
+        );
     }
 
     #[test]
