@@ -55,6 +55,8 @@ pub enum ModeArg {
     Hardened,
     /// SWE-bench 5 exactly: one eval.sh exec, log graded as upstream.
     Compat,
+    /// Hardened, and a patch whose product code reaches into the test runner is not resolved.
+    Strict,
 }
 
 /// Which earlier results are reused.
@@ -96,7 +98,8 @@ pub struct RunArgs {
     timeout: u64,
     #[command(flatten)]
     files: RunFiles,
-    /// Hardened (default) or SWE-bench-compatible execution and grading.
+    /// Hardened (default), strict (hardened, and tamper signals unresolve) or
+    /// SWE-bench-compatible execution and grading.
     #[arg(long, value_enum, default_value = "hardened")]
     mode: ModeArg,
     /// Which results of an earlier run with this id are reused.
@@ -281,6 +284,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
         mode: match args.mode {
             ModeArg::Hardened => Mode::Hardened,
             ModeArg::Compat => Mode::Compat,
+            ModeArg::Strict => Mode::Strict,
         },
         resume: match args.resume {
             ResumeArg::Content => Resume::Content,

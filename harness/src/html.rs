@@ -598,6 +598,7 @@ mod tests {
             error: None,
             hardened: None,
             undone,
+            tamper_suspected: Vec::new(),
             overhead_ms: 1500,
             tests_ms: 2500,
         })

@@ -105,6 +105,12 @@ pub enum LogProblem {
         /// How many paths.
         paths: usize,
     },
+    /// Strict runs only: the patch's product code reaches into the test runner (the host's
+    /// tamper check on the patch).
+    TamperSuspected {
+        /// How many signals.
+        signals: usize,
+    },
 }
 
 impl fmt::Display for LogProblem {
@@ -129,6 +135,10 @@ impl fmt::Display for LogProblem {
             LogProblem::EnvironmentChanged { paths } => write!(
                 f,
                 "the setup changed {paths} path(s) outside the repository (see swerve.json)"
+            ),
+            LogProblem::TamperSuspected { signals } => write!(
+                f,
+                "the patch reaches into the test runner ({signals} tamper signal(s), see swerve.json)"
             ),
         }
     }

@@ -46,6 +46,9 @@ pub enum OutcomeKind {
     /// Hardened runs: the setup part (the patch's code at install time) changed the container
     /// outside the repository where no rule allows it; graded `resolved: false`.
     EnvironmentChanged,
+    /// `--mode strict`: the patch's product code reaches into the test runner; graded
+    /// `resolved: false`.
+    TamperSuspected,
 }
 
 impl OutcomeKind {
@@ -60,6 +63,7 @@ impl OutcomeKind {
             OutcomeKind::EvaluatorFailed => "evaluator_failed",
             OutcomeKind::InfraError => "infra_error",
             OutcomeKind::EnvironmentChanged => "environment_changed",
+            OutcomeKind::TamperSuspected => "tamper_suspected",
         }
     }
 
@@ -73,6 +77,11 @@ impl OutcomeKind {
             Some(swerve_log_parsers::LogProblem::EnvironmentChanged { .. })
         ) {
             OutcomeKind::EnvironmentChanged
+        } else if matches!(
+            grading.problem(),
+            Some(swerve_log_parsers::LogProblem::TamperSuspected { .. })
+        ) {
+            OutcomeKind::TamperSuspected
         } else {
             OutcomeKind::Unresolved
         }
@@ -101,6 +110,10 @@ pub struct InstanceMeta {
     /// Hardened runs: the marker nonces and the measured exit code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardened: Option<HardenedRegion>,
+    /// Hardened runs: the tamper check's signals on the patch (reported in every hardened run;
+    /// `--mode strict` makes them unresolve the instance).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tamper_suspected: Vec<String>,
     /// Hardened runs: the test files the patch contributed that were undone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undone: Option<Undone>,
@@ -168,6 +181,7 @@ mod tests {
             error: None,
             hardened: None,
             undone: None,
+            tamper_suspected: Vec::new(),
             overhead_ms: 1,
             tests_ms: 2,
         };

@@ -346,7 +346,10 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
     let outcome = result.outcome;
     match outcome {
         // A changed environment is graded (not resolved) like any other model outcome.
-        OutcomeKind::Resolved | OutcomeKind::Unresolved | OutcomeKind::EnvironmentChanged => {}
+        OutcomeKind::Resolved
+        | OutcomeKind::Unresolved
+        | OutcomeKind::EnvironmentChanged
+        | OutcomeKind::TamperSuspected => {}
         OutcomeKind::PatchApplyFailed | OutcomeKind::EmptyPatch => return not_run(row, false),
         // The patch applied but its tests ran past the limit: the model's outcome.
         OutcomeKind::TimedOut => return not_run(row, true),

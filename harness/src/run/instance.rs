@@ -20,6 +20,7 @@ use super::eval_script::{REPO_DIRECTORY, ScriptParts};
 use super::evaluate::grade_with_plugin;
 use super::hardening::{self, Undone};
 use super::instance_log::InstanceLog;
+use super::tamper::{self, TamperSignal};
 use swerve_swebench::dataset::Instance;
 use swerve_swebench::grading::Grading;
 use swerve_swebench::hardened::HardenedRegion;
@@ -35,14 +36,18 @@ pub enum Mode {
     Hardened,
     /// SWE-bench 5 as it is: one exec of `eval.sh`, the log graded as upstream.
     Compat,
+    /// Hardened, and a patch whose product code reaches into the test runner (the tamper
+    /// check, [`super::tamper`]) is not resolved.
+    Strict,
 }
 
 impl Mode {
-    /// `hardened` or `compat`.
+    /// `hardened`, `compat` or `strict`.
     pub fn as_str(self) -> &'static str {
         match self {
             Mode::Hardened => "hardened",
             Mode::Compat => "compat",
+            Mode::Strict => "strict",
         }
     }
 }
@@ -111,6 +116,7 @@ struct Record {
     error: Option<String>,
     hardened: Option<HardenedRegion>,
     undone: Option<Undone>,
+    tamper: Vec<String>,
     tests: Duration,
     grading: Option<Box<Grading>>,
 }
@@ -122,6 +128,7 @@ impl Record {
             error: None,
             hardened: None,
             undone: None,
+            tamper: Vec::new(),
             tests: Duration::ZERO,
             grading: None,
         }
@@ -180,6 +187,7 @@ fn finish(job: &Job, ctx: &RunContext, record: Record, started: Instant) -> Inst
         error: record.error,
         hardened: record.hardened,
         undone: record.undone,
+        tamper_suspected: record.tamper,
         overhead_ms: overhead.as_millis() as u64,
         tests_ms: record.tests.as_millis() as u64,
     };
@@ -292,6 +300,7 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     let mut record = Record::new(OutcomeKind::Unresolved);
     record.tests = run.script_time;
     record.hardened = run.region.clone();
+    record.tamper = steps.tamper().iter().map(ToString::to_string).collect();
     record.undone = steps.into_undone();
     if run.timed_out {
         log.error(&format!(
@@ -411,6 +420,10 @@ enum ModeSteps {
         untracked_before: BTreeSet<String>,
         /// What was undone, once known.
         undone: Option<Undone>,
+        /// The tamper check's signals on the patch, once known.
+        tamper: Vec<TamperSignal>,
+        /// Signals make the instance not resolved (`--mode strict`).
+        strict: bool,
     },
 }
 
@@ -439,7 +452,7 @@ impl ModeSteps {
                 upload.await?;
                 Ok(ModeSteps::Compat)
             }
-            Mode::Hardened => {
+            Mode::Hardened | Mode::Strict => {
                 let prepare = exec(
                     container,
                     strings(&["sh", "-c", &hardening::prepare_script()]),
@@ -451,6 +464,8 @@ impl ModeSteps {
                     idle_pid,
                     untracked_before,
                     undone: None,
+                    tamper: Vec::new(),
+                    strict: mode == Mode::Strict,
                 })
             }
         }
@@ -470,11 +485,19 @@ impl ModeSteps {
             ModeSteps::Hardened {
                 untracked_before,
                 undone,
+                tamper,
                 ..
             } => {
                 let (u, before) =
                     undo_test_infrastructure(container, job, log, untracked_before, step).await?;
                 *undone = Some(u);
+                *tamper = tamper_check(container, job, step).await?;
+                if !tamper.is_empty() {
+                    log.info(&format!(
+                        "Hardening: the patch's product code reaches into the test runner (tamper check):\n{}",
+                        tamper.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+                    ));
+                }
                 Ok(before)
             }
         }
@@ -490,9 +513,23 @@ impl ModeSteps {
     ) -> anyhow::Result<ScriptRun> {
         match self {
             ModeSteps::Compat => run_compat(container, job, timeout).await,
-            ModeSteps::Hardened { idle_pid, .. } => {
-                run_hardened(container, job, timeout, *idle_pid, step).await
+            ModeSteps::Hardened {
+                idle_pid,
+                tamper,
+                strict,
+                ..
+            } => {
+                let unresolving = if *strict { tamper.as_slice() } else { &[] };
+                run_hardened(container, job, timeout, *idle_pid, unresolving, step).await
             }
+        }
+    }
+
+    /// The tamper check's signals (none in compatible mode).
+    fn tamper(&self) -> &[TamperSignal] {
+        match self {
+            ModeSteps::Compat => &[],
+            ModeSteps::Hardened { tamper, .. } => tamper,
         }
     }
 
@@ -593,6 +630,7 @@ async fn run_hardened(
     job: &Job,
     timeout: Duration,
     idle_pid: u32,
+    tamper: &[TamperSignal],
     step: Duration,
 ) -> anyhow::Result<ScriptRun> {
     const ENV_FILE: &str = "/run/swerve-eval.env";
@@ -679,9 +717,41 @@ async fn run_hardened(
             end_nonce,
             exit_code,
             environment_changes: environment.findings.clone(),
+            tamper_suspected: tamper.iter().map(ToString::to_string).collect(),
         }),
         environment: Some(environment),
     })
+}
+
+/// The tamper check on the job's patch, with the base text of each file that has a signal
+/// (`git show BASE:PATH`; a file the base lacks has none).
+async fn tamper_check(
+    container: &Container,
+    job: &Job,
+    step: Duration,
+) -> anyhow::Result<Vec<TamperSignal>> {
+    let first = tamper::signals(&job.patch, &job.row.repo, |_| None);
+    if first.is_empty() {
+        return Ok(first);
+    }
+    let base = job.row.base_commit.as_deref().unwrap_or("HEAD");
+    let mut texts = std::collections::BTreeMap::new();
+    for path in first
+        .iter()
+        .map(|s| s.path.clone())
+        .collect::<BTreeSet<_>>()
+    {
+        let out = exec(
+            container,
+            strings(&["git", "show", &format!("{base}:{path}")]),
+            step,
+        )
+        .await?;
+        texts.insert(path, out.success().then(|| out.text()));
+    }
+    Ok(tamper::signals(&job.patch, &job.row.repo, |path| {
+        texts.get(path).cloned().flatten()
+    }))
 }
 
 /// The files the environment rules read ([`environment::snapshot_script`]).

@@ -18,6 +18,7 @@ pub mod instance;
 pub mod instance_log;
 pub mod rewrite;
 pub mod source;
+pub mod tamper;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -162,7 +163,7 @@ pub fn eval_script_for(
     let env = source.environments.get(row)?;
     let test_cmd = env.test_cmd.as_script_text();
     let test_cmd = match mode {
-        Mode::Hardened => harden_test_cmd(&test_cmd),
+        Mode::Hardened | Mode::Strict => harden_test_cmd(&test_cmd),
         Mode::Compat => test_cmd,
     };
     let script = script_from_spec(row, env, &test_cmd);
@@ -218,6 +219,7 @@ fn record_failure(
         error: Some(error),
         hardened: None,
         undone: None,
+        tamper_suspected: Vec::new(),
         overhead_ms: 0,
         tests_ms: 0,
     };

@@ -25,6 +25,9 @@ pub struct HardenedRegion {
     /// instance is not resolved when there is one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environment_changes: Vec<String>,
+    /// Signals of the tamper check that make the instance not resolved (`--mode strict`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tamper_suspected: Vec<String>,
 }
 
 /// The text between the nonce-tagged start marker and the nonce-tagged end marker.
@@ -58,6 +61,11 @@ pub fn evaluate_hardened<E>(
     if !region.environment_changes.is_empty() {
         return Ok(Err(LogProblem::EnvironmentChanged {
             paths: region.environment_changes.len(),
+        }));
+    }
+    if !region.tamper_suspected.is_empty() {
+        return Ok(Err(LogProblem::TamperSuspected {
+            signals: region.tamper_suspected.len(),
         }));
     }
     if let Err(problem @ LogProblem::BadCode(_)) = extract_test_section(log) {
@@ -98,6 +106,7 @@ mod tests {
             end_nonce: "e1".into(),
             exit_code: code,
             environment_changes: Vec::new(),
+            tamper_suspected: Vec::new(),
         }
     }
 
