@@ -4,7 +4,8 @@
 //! One self-contained file (inline CSS, no scripts, no external assets, nothing fetched): the
 //! summary counts as SWE-bench prints them, a table of instances (resolved; unresolved with the
 //! FAIL_TO_PASS / PASS_TO_PASS tests that failed; errors with their class), the hardening
-//! findings (test files a patch touched that were undone, the exit code of the tests), and per
+//! findings (test files a patch touched that were undone, the exit code of the tests, changes
+//! outside the repository at install time, tamper signals), and per
 //! instance, under the anchor `#<instance id>`, its patch and test log. Everything the page
 //! shows comes from the run report and the files of each instance folder (`report.json`,
 //! `swerve.json`, `test_output.txt`, `run_instance.log`); every piece of text from a dataset,
@@ -533,6 +534,20 @@ fn render_instance(h: &mut String, e: &InstanceEntry) {
         }
         if let Some(region) = &meta.hardened {
             let _ = write!(h, "<dt>test exit code</dt><dd>{}</dd>", region.exit_code);
+            if !region.environment_changes.is_empty() {
+                let _ = write!(
+                    h,
+                    "<dt>changed outside the repository at install time</dt><dd>{}</dd>",
+                    code_list(&region.environment_changes, "<br>")
+                );
+            }
+        }
+        if !meta.tamper_suspected.is_empty() {
+            let _ = write!(
+                h,
+                "<dt>tamper signals</dt><dd>{}</dd>",
+                code_list(&meta.tamper_suspected, "<br>")
+            );
         }
         if let Some(undone) = meta.undone.as_ref().filter(|u| !u.is_empty()) {
             let files: Vec<String> = undone
@@ -639,11 +654,15 @@ mod tests {
             restored: vec!["tests/conftest.py".into()],
             removed: vec![],
         };
-        write(
-            "u__u-2",
-            "swerve.json",
-            &meta(OutcomeKind::Unresolved, Some(undone)),
-        );
+        let mut unresolved: serde_json::Value =
+            serde_json::from_str(&meta(OutcomeKind::Unresolved, Some(undone))).unwrap();
+        unresolved["hardened"] = serde_json::json!({
+            "start_nonce": "s", "end_nonce": "e", "exit_code": 1,
+            "environment_changes": ["A /usr/local/bin/<evil>"],
+        });
+        unresolved["tamper_suspected"] =
+            serde_json::json!(["pkg/core.py: pytest internals (`_pytest`): import _pytest <x>"]);
+        write("u__u-2", "swerve.json", &unresolved.to_string());
         write("u__u-2", "test_output.txt", &format!("FAILED {HOSTILE}"));
         write(
             "e__e-3",
@@ -740,6 +759,10 @@ mod tests {
         assert_eq!(html.matches("<tr data-instance=").count(), 5);
         assert!(html.contains("<span id=\"hardening-count\">1</span>"));
         assert!(html.contains("<code>tests/conftest.py</code>"));
+        assert!(html.contains(
+            "<dt>changed outside the repository at install time</dt><dd><code>A /usr/local/bin/&lt;evil&gt;</code>"
+        ));
+        assert!(html.contains("<dt>tamper signals</dt><dd><code>pkg/core.py: pytest internals"));
     }
 
     #[test]
