@@ -312,6 +312,14 @@ pub fn read_file(path: &Path) -> FileEvents {
     out
 }
 
+/// Reads events from `reader` (decompressed JSON lines) as [`read_file`] does; `name` names the
+/// source in problems.
+pub fn read_from(reader: impl BufRead, name: &str) -> FileEvents {
+    let mut out = FileEvents::default();
+    read_lines(reader, name, &mut out);
+    out
+}
+
 fn read_lines(mut reader: impl BufRead, name: &str, out: &mut FileEvents) {
     let mut buf = Vec::with_capacity(1 << 16);
     let mut line_no = 0u64;

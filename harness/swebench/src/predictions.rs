@@ -128,12 +128,22 @@ pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>, PredictionsError
         path: path.to_owned(),
         source,
     })?;
+    parse_predictions(&text, ext == Some("jsonl"), path)
+}
+
+/// Parses predictions text as [`read_predictions`] does (`jsonl`: one object per line, else a
+/// JSON list or object); `path` names the source in errors.
+pub fn parse_predictions(
+    text: &str,
+    jsonl: bool,
+    path: &Path,
+) -> Result<Vec<Prediction>, PredictionsError> {
     let json_error = |line, source| PredictionsError::Json {
         path: path.to_owned(),
         line,
         source,
     };
-    if ext == Some("jsonl") {
+    if jsonl {
         return text
             .lines()
             .enumerate()
@@ -141,7 +151,7 @@ pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>, PredictionsError
             .map(|(at, l)| from_value(serde_json::from_str(l).map_err(|e| json_error(at + 1, e))?))
             .collect();
     }
-    match serde_json::from_str(&text).map_err(|e| json_error(1, e))? {
+    match serde_json::from_str(text).map_err(|e| json_error(1, e))? {
         serde_json::Value::Array(items) => items.into_iter().map(from_value).collect(),
         serde_json::Value::Object(map) => map.into_iter().map(|(_, v)| from_value(v)).collect(),
         other => Err(PredictionsError::NotAnObject {
