@@ -190,10 +190,19 @@ pub fn apply_blocks(
             }
             prefix_newline(&mut search, s);
             prefix_newline(&mut replace, r);
-            if !replace_all(&content, &search, &replace, &mut edited) {
-                return Err(FormatError::SearchNotFound {
-                    search: s.to_owned(),
-                });
+            match replace_all(&content, &search, &replace, &mut edited) {
+                Replaced::Done => {}
+                Replaced::NotFound => {
+                    return Err(FormatError::SearchNotFound {
+                        search: s.to_owned(),
+                    });
+                }
+                Replaced::TooLarge => {
+                    return Err(FormatError::EditTooLarge {
+                        path: path.to_owned(),
+                        limit: MAX_EDITED_BYTES,
+                    });
+                }
             }
             std::mem::swap(&mut content, &mut edited);
         }
@@ -203,22 +212,41 @@ pub fn apply_blocks(
     Ok(new_content)
 }
 
-/// Python's `text.replace(from, to)` written into `out`, in one search pass; `false` (and `out`
-/// unspecified) when `from` does not occur in `text`.
-fn replace_all(text: &str, from: &str, to: &str, out: &mut String) -> bool {
+/// The largest an edited file may grow, in bytes (16 MiB): far above any source file, and a
+/// bound on the memory one completion can make the reward use.
+pub const MAX_EDITED_BYTES: usize = 16 << 20;
+
+/// What [`replace_all`] did.
+enum Replaced {
+    /// `out` holds the text with every occurrence replaced.
+    Done,
+    /// `from` does not occur (`out` unspecified).
+    NotFound,
+    /// The result would exceed [`MAX_EDITED_BYTES`] (`out` unspecified).
+    TooLarge,
+}
+
+/// Python's `text.replace(from, to)` written into `out`, in one search pass.
+fn replace_all(text: &str, from: &str, to: &str, out: &mut String) -> Replaced {
     out.clear();
     let mut copied = 0;
     for (at, _) in text.match_indices(from) {
+        if out.len() + (at - copied) + to.len() > MAX_EDITED_BYTES {
+            return Replaced::TooLarge;
+        }
         out.push_str(&text[copied..at]);
         out.push_str(to);
         copied = at + from.len();
     }
     if copied == 0 {
         // `from` starts with '\n', so a match always ends after position 0.
-        return false;
+        return Replaced::NotFound;
+    }
+    if out.len() + (text.len() - copied) > MAX_EDITED_BYTES {
+        return Replaced::TooLarge;
     }
     out.push_str(&text[copied..]);
-    true
+    Replaced::Done
 }
 
 /// Sets `buf` to `"\n" + text`, reusing its allocation.
@@ -249,6 +277,25 @@ mod tests {
         format!(
             "```python\n### {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n```"
         )
+    }
+
+    #[test]
+    fn geometric_growth_is_a_format_error_not_an_allocation() {
+        // Found by the `swe_rl_answer` fuzz target: empty search texts insert their replacement
+        // at every line start, and a replacement with line breaks multiplies the line starts.
+        let code: FileMap = [("a.py".to_owned(), "x\ny\n".to_owned())].into();
+        let lines = "a\n".repeat(1000);
+        let blocks: Vec<BlockRef<'_>> = (0..4).map(|_| ("a.py", "", lines.as_str())).collect();
+        assert_eq!(
+            apply_blocks(&code, &blocks),
+            Err(FormatError::EditTooLarge {
+                path: "a.py".into(),
+                limit: MAX_EDITED_BYTES,
+            })
+        );
+        // One such block stays within the bound and applies as Python's `replace` would.
+        let one = apply_blocks(&code, &blocks[..1]).unwrap();
+        assert_eq!(one["a.py"].matches('\n').count(), 3 * 1001 - 1);
     }
 
     #[test]

@@ -30,6 +30,17 @@ pub enum FormatError {
         /// reference does).
         search: String,
     },
+    /// swerve's own bound, not the reference's: the edits make a file larger than
+    /// [`crate::edits::MAX_EDITED_BYTES`]. Blocks whose search text is empty insert their
+    /// replacement at every line start, so a few of them grow a file geometrically; the
+    /// reference would exhaust memory instead.
+    #[error("Edited file {path} exceeds {limit} bytes")]
+    EditTooLarge {
+        /// The file.
+        path: String,
+        /// [`crate::edits::MAX_EDITED_BYTES`].
+        limit: usize,
+    },
 }
 
 /// Serialises as the message string, as the reference's `{"error": <message>}` metadata does.
