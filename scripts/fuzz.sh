@@ -4,9 +4,9 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      (default 60 s each, every target)
 #
-# Installs what it needs: the nightly toolchain (minimal profile) and cargo-fuzz. Corpora live in
-# fuzz/corpus/<target>/ (seeded from the repository's own data, minimised before committing with
-# `cargo +nightly fuzz cmin <target>`; hand-written seeds in fuzz/seeds/<target>/); a crash is written to fuzz/artifacts/<target>/ and makes
+# Installs what it needs: the nightly toolchain (minimal profile) and cargo-fuzz. Each target
+# starts from its committed seeds (fuzz/seeds/<target>/) and grows a local corpus
+# (fuzz/corpus/<target>/, not committed); a crash is written to fuzz/artifacts/<target>/ and makes
 # the script exit 1 after the other targets ran. JOBS (default 1) runs targets side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
