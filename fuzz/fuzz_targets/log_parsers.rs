@@ -7,23 +7,13 @@ use swerve_log_parsers::{
     LogContext, LogText, Parser, classify_infra_failure, evaluate_log_with, extract_test_section,
 };
 
-const PARSERS: [Parser; 7] = [
-    Parser::Pytest,
-    Parser::PytestOptions,
-    Parser::PytestV2,
-    Parser::Django,
-    Parser::Sympy,
-    Parser::Matplotlib,
-    Parser::Seaborn,
-];
-
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let ctx = LogContext::default();
     let log = LogText::new(&text);
     let _ = extract_test_section(&log);
     let _ = classify_infra_failure(&log);
-    for parser in PARSERS {
+    for parser in Parser::ALL {
         let _ = parser.parse(&text, &ctx);
         let _ = evaluate_log_with(&log, |section| {
             Ok::<_, std::convert::Infallible>(parser.parse(section, &ctx))

@@ -85,6 +85,17 @@ pub const REPO_PARSERS: [(&str, &str); 18] = [
 ];
 
 impl Parser {
+    /// Every built-in parser.
+    pub const ALL: [Parser; 7] = [
+        Parser::Pytest,
+        Parser::PytestOptions,
+        Parser::PytestV2,
+        Parser::Django,
+        Parser::Sympy,
+        Parser::Matplotlib,
+        Parser::Seaborn,
+    ];
+
     /// The parser registered under a dataset row's `log_parser` name; `None` for names of
     /// other ecosystems (jest, gotest, ...), which are evaluator plugins' business.
     pub fn from_log_parser_name(name: &str) -> Option<Parser> {
@@ -198,15 +209,7 @@ mod tests {
 
     #[test]
     fn generic_names_round_trip() {
-        for parser in [
-            Parser::Pytest,
-            Parser::PytestOptions,
-            Parser::PytestV2,
-            Parser::Django,
-            Parser::Sympy,
-            Parser::Matplotlib,
-            Parser::Seaborn,
-        ] {
+        for parser in Parser::ALL {
             assert_eq!(Parser::from_log_parser_name(parser.name()), Some(parser));
         }
         assert_eq!(Parser::from_log_parser_name("parse_log_jest"), None);
