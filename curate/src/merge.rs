@@ -43,7 +43,7 @@ pub fn merge(shards: &[PathBuf], output: &Output) -> Result<Funnel, CurateError>
     let mut writer = Writer::create(output)?;
     let mut rows = MergedRows::new(sources(shards)?)?;
     while let Some(row) = rows.next_row()? {
-        writer.push(&row.deduplicated(&duplicates))?;
+        writer.push(row.deduplicated(&duplicates))?;
     }
 
     let mut events = funnels

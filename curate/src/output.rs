@@ -409,26 +409,28 @@ impl Writer {
     }
 
     /// Writes one row.
-    pub fn push(&mut self, row: &Row) -> Result<(), CurateError> {
-        let (repo, number) = row.order();
-        debug_assert!(
-            self.last
-                .as_ref()
-                .is_none_or(|(r, n)| (r.as_str(), *n) < (repo, number)),
-            "rows out of order at {repo}#{number}"
-        );
-        self.last = Some((repo.to_owned(), number));
+    pub fn push(&mut self, row: Row) -> Result<(), CurateError> {
+        if cfg!(debug_assertions) {
+            let (repo, number) = row.order();
+            assert!(
+                self.last
+                    .as_ref()
+                    .is_none_or(|(r, n)| (r.as_str(), *n) < (repo, number)),
+                "rows out of order at {repo}#{number}"
+            );
+            self.last = Some((repo.to_owned(), number));
+        }
         match row {
             Row::Task(task) => {
                 self.counts.tasks += 1;
-                self.tasks.push(task)?;
+                self.tasks.push(&task)?;
                 if let Some(table) = &mut self.parquet {
-                    table.push((**task).clone())?;
+                    table.push(*task)?;
                 }
             }
             Row::Rejected(rejected) => {
                 *self.counts.rejected.entry(rejected.reason).or_default() += 1;
-                self.rejected.push(rejected)?;
+                self.rejected.push(&rejected)?;
             }
         }
         Ok(())

@@ -102,7 +102,7 @@ pub fn run(inputs: &Inputs, config: &Config, output: &Output) -> Result<Funnel, 
     let mut writer = Writer::create(output)?;
     let mut rows = spill.rows()?;
     while let Some(row) = rows.next_row()? {
-        writer.push(&row.deduplicated(&duplicates))?;
+        writer.push(row.deduplicated(&duplicates))?;
     }
     timings.insert("dedup".to_owned(), started.elapsed().as_millis() as u64);
     writer.finish(counts, problems, timings)

@@ -1,35 +1,13 @@
 //! The hostile-plugin suite: every attack is contained, classified, and the host keeps serving.
 
-use std::collections::BTreeMap;
+mod support;
+
 use std::time::{Duration, Instant};
 
+use support::{hostile, sample};
 use swerve_host::{
     BudgetOverrides, FailureClass, Host, HostConfig, Isolation, RewardPlugin, Sample,
 };
-
-fn sample(id: &str, attack: Option<&str>) -> Sample {
-    let mut metadata = BTreeMap::new();
-    if let Some(a) = attack {
-        metadata.insert("attack".to_owned(), a.to_owned());
-    }
-    Sample {
-        id: id.to_owned(),
-        completion: "x".into(),
-        metadata,
-        ..Sample::default()
-    }
-}
-
-/// Budgets small enough that the suite runs in seconds: 200 M fuel, 64 MiB of memory.
-fn hostile(host: &Host) -> RewardPlugin {
-    let overrides = BudgetOverrides {
-        fuel: Some(200_000_000),
-        memory_bytes: Some(64 << 20),
-        ..BudgetOverrides::default()
-    };
-    host.load_reward(&swerve_host::bundled::expect("hostile"), &overrides)
-        .expect("hostile plugin loads")
-}
 
 fn host() -> Host {
     Host::new(HostConfig::default()).unwrap()

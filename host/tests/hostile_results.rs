@@ -2,33 +2,15 @@
 //! sees them. A file of its own: the lifted 40 MiB message would disturb the memory checks of
 //! the other hostile tests if they shared a process.
 
-use std::collections::BTreeMap;
+mod support;
 
-use swerve_host::{BudgetOverrides, FailureClass, Host, HostConfig, Isolation, Sample, limits};
-
-fn sample(id: &str, attack: Option<&str>) -> Sample {
-    let mut metadata = BTreeMap::new();
-    if let Some(a) = attack {
-        metadata.insert("attack".to_owned(), a.to_owned());
-    }
-    Sample {
-        id: id.to_owned(),
-        completion: "x".into(),
-        metadata,
-        ..Sample::default()
-    }
-}
+use support::{hostile, sample};
+use swerve_host::{FailureClass, Host, HostConfig, Isolation, limits};
 
 #[test]
 fn huge_results_are_capped_and_marked() {
     let host = Host::new(HostConfig::default()).unwrap();
-    let overrides = BudgetOverrides {
-        memory_bytes: Some(64 << 20),
-        ..BudgetOverrides::default()
-    };
-    let plugin = host
-        .load_reward(&swerve_host::bundled::expect("hostile"), &overrides)
-        .expect("hostile plugin loads");
+    let plugin = hostile(&host);
     let out = plugin.score(
         &[sample("huge-error", Some("huge-error"))],
         Isolation::Strict,

@@ -640,7 +640,7 @@ async fn run_hardened(
     let kill = hardening::kill_all_script(idle_pid);
     let mut text = String::new();
 
-    let before = read_environment(container, step).await?;
+    let before = read_environment(container, step, &[]).await?;
     // Bytecode off for the setup only: an import there then writes nothing outside the
     // repository, so that any `.pyc` that appears was written on purpose.
     let setup_request = ExecRequest::new([
@@ -664,10 +664,8 @@ async fn run_hardened(
         });
     }
     exec(container, strings(&["sh", "-c", &kill]), step).await?;
-    let (changes, after) = tokio::try_join!(
-        async { container.changes().await.map_err(anyhow::Error::from) },
-        read_environment(container, step)
-    )?;
+    let changes = container.changes().await?;
+    let after = read_environment(container, step, &environment::entry_points(&changes)).await?;
     let environment = environment::check(&job.row.repo, &changes, &before, &after);
 
     let start_nonce = hardening::nonce()?;
@@ -754,13 +752,16 @@ async fn tamper_check(
     }))
 }
 
-/// The files the environment rules read ([`environment::snapshot_script`]).
+/// The files the environment rules read ([`environment::snapshot_script`]), with the changed
+/// `entry_points` files given.
 async fn read_environment(
     container: &Container,
     step: Duration,
+    entry_points: &[String],
 ) -> anyhow::Result<environment::Snapshot> {
     let mut cmd = strings(&["sh", "-c", &environment::snapshot_script(), "sh"]);
     cmd.extend(environment::WATCHED.map(str::to_owned));
+    cmd.extend(entry_points.iter().cloned());
     let read = exec(container, cmd, step).await?;
     Ok(environment::Snapshot::parse(&read.output))
 }
