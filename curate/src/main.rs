@@ -82,6 +82,26 @@ struct RunArgs {
     /// The model name to send to --relevant-endpoint.
     #[arg(long, requires = "relevant_endpoint")]
     relevant_model: Option<String>,
+    /// Where the work runs: this process, or a Slurm cluster (one job array whose task K runs
+    /// shard K/N of this command on its node, then a merge here; the output folder, the events
+    /// and the mirrors must be on a file system every node shares).
+    #[arg(long, value_enum, default_value = "local", conflicts_with = "shard")]
+    executor: Executor,
+    /// An argument for `sbatch` (repeatable), e.g. `--slurm-arg=--partition=cpu`.
+    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
+    slurm_args: Vec<String>,
+    /// Array tasks (shards) of a Slurm run.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    slurm_tasks: usize,
+}
+
+/// Where `curate run` does its work.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Executor {
+    /// This process, with --jobs threads.
+    Local,
+    /// A Slurm job array of --slurm-tasks shards, merged here.
+    Slurm,
 }
 
 impl RunArgs {
@@ -143,20 +163,113 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where task `index` of a Slurm run writes its shard.
+fn shard_dir(output: &std::path::Path, index: usize) -> PathBuf {
+    output.join(".slurm").join(format!("shard-{index}"))
+}
+
+/// `curate run --executor slurm`: one array task per shard (each runs this command), followed
+/// until every task ended, then the shards merged into `output` as one process writes it.
+fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funnel> {
+    swerve_slurm::check(&args.slurm_args, args.slurm_tasks)?;
+    let exe = std::env::current_exe().context("cannot find this binary's path")?;
+    let mut command = vec![exe.display().to_string()];
+    for arg in std::env::args_os().skip(1) {
+        command.push(
+            arg.into_string()
+                .map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8"))?,
+        );
+    }
+    let round = output.dir.join(".slurm");
+    // Shards of an earlier attempt are redone: a shard is one task's whole output.
+    let _ = fs_err::remove_dir_all(&round);
+    let spec = swerve_slurm::ArraySpec {
+        name: "swerve-curate".into(),
+        dir: round.clone(),
+        inputs: vec![String::new(); args.slurm_tasks],
+        command,
+        chdir: std::env::current_dir().context("the current folder")?,
+        sbatch_args: args.slurm_args.clone(),
+    };
+    let mut job = swerve_slurm::submit(&spec)?;
+    eprintln!("Submitted Slurm job {} ({} shards)", job.id, job.tasks);
+    let end = job.follow(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(120),
+        |_, lines| {
+            for (_, line) in lines {
+                eprintln!("{line}");
+            }
+        },
+    )?;
+    let status = match end {
+        swerve_slurm::FollowEnd::Cancelled => {
+            anyhow::bail!("interrupted: cancelled Slurm job {}", job.id)
+        }
+        swerve_slurm::FollowEnd::Finished(status) => status,
+    };
+    let mut shards = Vec::new();
+    for index in 0..job.tasks {
+        if job.finished_note(index).is_none() {
+            let state = status
+                .tasks
+                .get(&index)
+                .map_or("ENDED", |t| t.state.as_str());
+            anyhow::bail!(
+                "Slurm task {index} of job {} ended {state} before finishing its shard; rerun the command. Its output ends:\n{}",
+                job.id,
+                job.output_tail(index, 2000)
+            );
+        }
+        shards.push(shard_dir(&output.dir, index));
+    }
+    let funnel = swerve_curate::merge::merge(&shards, output)
+        .with_context(|| format!("curate merge into {}", output.dir.display()))?;
+    fs_err::remove_dir_all(&round)?;
+    Ok(funnel)
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     let funnel = match cli.command {
         Command::Run(args) => {
-            let config = args.config()?;
+            let mut config = args.config()?;
             let inputs = Inputs {
                 events: args.events.clone(),
                 repos: args.repos.clone(),
             };
-            let output = Output {
+            let mut output = Output {
                 dir: args.output.clone(),
                 parquet: args.parquet,
             };
-            swerve_curate::run(&inputs, &config, &output)
-                .with_context(|| format!("curate run into {}", output.dir.display()))?
+            if args.executor == Executor::Slurm {
+                if args.slurm_tasks == 0 {
+                    anyhow::bail!("--slurm-tasks must be at least 1");
+                }
+                match swerve_slurm::Task::from_env()? {
+                    // An array task: its shard of the run, into the round folder.
+                    Some(task) => {
+                        config.shard =
+                            Some(Shard::parse(&format!("{}/{}", task.index, task.count))?);
+                        output = Output {
+                            dir: shard_dir(&args.output, task.index),
+                            parquet: false,
+                        };
+                        let funnel = swerve_curate::run(&inputs, &config, &output)
+                            .with_context(|| format!("curate run into {}", output.dir.display()))?;
+                        task.record(&format!(
+                            "shard {} of {}: {} tasks",
+                            task.index, task.count, funnel.tasks
+                        ))?;
+                        task.finish(&task.node)?;
+                        eprintln!("{}", funnel.summary());
+                        return Ok(());
+                    }
+                    None => submit(&args, &output)?,
+                }
+            } else {
+                swerve_curate::run(&inputs, &config, &output)
+                    .with_context(|| format!("curate run into {}", output.dir.display()))?
+            }
         }
         Command::Merge {
             shards,

@@ -925,6 +925,75 @@ fn cli_run_shards_merge_and_bad_arguments() {
     assert!(support::read_output(Path::new(&whole)).tasks.is_empty());
 }
 
+#[test]
+fn cli_run_on_slurm_writes_what_one_process_writes() {
+    if !swerve_tests::slurm_up("curate run --executor slurm") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let root = dir.path().to_str().unwrap().to_owned();
+    let (events, repos) = (format!("{root}/events"), format!("{root}/repos"));
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--events",
+            &events,
+            "--repos",
+            &repos,
+            "--output",
+            out,
+            "--relevant",
+            "1",
+        ];
+        args.extend_from_slice(extra);
+        std::process::Command::new(env!("CARGO_BIN_EXE_curate"))
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let (whole, cluster) = (format!("{root}/whole"), format!("{root}/cluster"));
+    assert!(run(&whole, &["--parquet"]).status.success());
+    let out = run(
+        &cluster,
+        &["--parquet", "--executor", "slurm", "--slurm-tasks", "3"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Submitted Slurm job"), "{stderr}");
+    for file in ["tasks.jsonl", "rejected.jsonl", "funnel.json"] {
+        let read = |d: &str| std::fs::read(Path::new(d).join(file)).unwrap();
+        if file == "funnel.json" {
+            // Timings differ; the counts do not.
+            let counts = |d: &str| {
+                let mut v: serde_json::Value = serde_json::from_slice(&read(d)).unwrap();
+                v.as_object_mut().unwrap().remove("timings_ms");
+                v
+            };
+            assert_eq!(counts(&whole), counts(&cluster), "{file}");
+        } else {
+            assert_eq!(read(&whole), read(&cluster), "{file}");
+        }
+    }
+    check_parquet(Path::new(&cluster));
+    assert!(
+        !Path::new(&cluster).join(".slurm").exists(),
+        "the shards are merged and removed"
+    );
+    // A partition that does not exist is refused before any work.
+    let bad = format!("{root}/bad");
+    let out = run(
+        &bad,
+        &["--executor", "slurm", "--slurm-arg=--partition=nope"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("sbatch refused"),
+        "{stderr}"
+    );
+    assert!(!Path::new(&bad).exists(), "{stderr}");
+}
+
 /// `tasks.parquet` holds the rows of `tasks.jsonl`: the same rows for the dataset reader, and
 /// every field of every task (maps, lists, a null merge commit) read back as written.
 fn check_parquet(dir: &Path) {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
+use swerve_harness::run::cluster::{self, SlurmOptions};
 use swerve_harness::run::source::{self, DatasetSource};
 use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
 use swerve_harness::{export, html, images};
@@ -77,6 +78,15 @@ pub enum NetworkArg {
     Bridge,
 }
 
+/// Where a run's instances execute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorArg {
+    /// This machine's Docker engine.
+    Local,
+    /// A Slurm cluster: one job array, each task on its node's engine (docs/cluster.md).
+    Slurm,
+}
+
 /// `harness run`.
 #[derive(Args)]
 pub struct RunArgs {
@@ -111,6 +121,17 @@ pub struct RunArgs {
     /// Do not write the run's HTML page (`<model>.<run_id>.html` beside the run report).
     #[arg(long)]
     no_html: bool,
+    /// Where the instances run: this machine's engine, or a Slurm cluster (one job array whose
+    /// tasks run this binary on their nodes; the log folder must be shared).
+    #[arg(long, value_enum, default_value = "local")]
+    executor: ExecutorArg,
+    /// An argument for `sbatch` (repeatable), e.g. `--slurm-arg=--partition=gpu`
+    /// `--slurm-arg=--time=4:00:00`.
+    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
+    slurm_args: Vec<String>,
+    /// Array tasks of a Slurm run, at most (each runs up to --max-workers containers).
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    slurm_tasks: usize,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -308,7 +329,27 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
         bar,
         resolved: AtomicUsize::new(0),
     };
-    let summary = runtime()?.block_on(run::run(&config, &args.dataset.split, plugin, &progress))?;
+    let split = &args.dataset.split;
+    let summary = match args.executor {
+        ExecutorArg::Local => runtime()?.block_on(run::run(&config, split, plugin, &progress))?,
+        ExecutorArg::Slurm => {
+            if args.slurm_tasks == 0 {
+                bail!("--slurm-tasks must be at least 1");
+            }
+            // This process is one of the array's tasks: evaluate its instances and stop.
+            if let Some(task) = swerve_slurm::Task::from_env()? {
+                runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
+                return Ok(std::process::ExitCode::SUCCESS);
+            }
+            let options = SlurmOptions {
+                sbatch_args: args.slurm_args.clone(),
+                tasks: args.slurm_tasks,
+                command: task_command()?,
+                chdir: std::env::current_dir().context("the current folder")?,
+            };
+            runtime()?.block_on(cluster::submit(&config, split, &progress, &options))?
+        }
+    };
     progress.bar.finish_and_clear();
     if !args.no_html {
         let page = html::write_run_page(&config, &summary.results, &summary.report_file)?;
@@ -327,7 +368,27 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
             infra.join(" ")
         );
     }
+    if !summary.unfinished.is_empty() {
+        eprintln!(
+            "Instances not evaluated (their Slurm task ended early; rerun the same command): {}",
+            summary.unfinished.join(" ")
+        );
+        return Ok(std::process::ExitCode::from(3));
+    }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// What an array task runs: this binary, by its absolute path, with this process's arguments.
+fn task_command() -> anyhow::Result<Vec<String>> {
+    let exe = std::env::current_exe().context("cannot find this binary's path")?;
+    let mut command = vec![exe.display().to_string()];
+    for arg in std::env::args_os().skip(1) {
+        command.push(
+            arg.into_string()
+                .map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8"))?,
+        );
+    }
+    Ok(command)
 }
 
 /// `harness report`.

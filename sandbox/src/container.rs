@@ -388,6 +388,44 @@ impl Sandbox {
         }
         Ok(removed)
     }
+
+    /// Remove the containers of `run_id` labelled with one of `instance_ids`, running or not: what
+    /// an earlier attempt at these instances left, without touching the run's other instances
+    /// (a cluster task sweeps only its own). Returns the ids removed.
+    pub async fn sweep_instances(
+        &self,
+        run_id: &str,
+        instance_ids: &[String],
+    ) -> Result<Vec<String>> {
+        let client = &self.client;
+        let limit = client.config.timeouts.api;
+        let mut removed = Vec::new();
+        for instance in instance_ids {
+            let labels = vec![
+                format!("{LABEL_MANAGED}=true"),
+                format!("{LABEL_RUN_ID}={run_id}"),
+                format!("{LABEL_INSTANCE_ID}={instance}"),
+            ];
+            let options = ListContainersOptions {
+                all: true,
+                filters: Some([("label".to_owned(), labels)].into_iter().collect()),
+                ..Default::default()
+            };
+            let found = within(
+                limit,
+                "list containers",
+                "swerve",
+                client.docker.list_containers(Some(options)),
+            )
+            .await?
+            .map_err(|e| Error::List { source: e.into() })?;
+            for id in found.into_iter().filter_map(|c| c.id) {
+                remove_container(&client.docker, &id, limit).await?;
+                removed.push(id);
+            }
+        }
+        Ok(removed)
+    }
 }
 
 impl Container {

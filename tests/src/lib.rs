@@ -14,6 +14,29 @@ pub fn repo_root() -> PathBuf {
         .to_owned()
 }
 
+/// Set (CI sets it) to make the Slurm tests fail, instead of skipping, when no controller answers.
+pub const REQUIRE_SLURM_VAR: &str = "SWERVE_REQUIRE_SLURM";
+
+/// Whether a Slurm controller answers (`scontrol ping`; `scripts/slurm-local.sh up` starts
+/// one). When none does, `what` is reported skipped in one line on stderr, or the caller panics
+/// if [`REQUIRE_SLURM_VAR`] is set.
+pub fn slurm_up(what: &str) -> bool {
+    let up = std::process::Command::new("scontrol")
+        .arg("ping")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("is UP"));
+    if !up {
+        assert!(
+            std::env::var_os(REQUIRE_SLURM_VAR).is_none(),
+            "{REQUIRE_SLURM_VAR} is set but no Slurm controller answers (scripts/slurm-local.sh up)"
+        );
+        eprintln!(
+            "skipped: {what}: no Slurm controller answers (start one with scripts/slurm-local.sh up)"
+        );
+    }
+    up
+}
+
 /// The variable naming the shared `data` folder (third-party data the repository never carries,
 /// such as real SWE-bench logs).
 pub const SHARED_DATA_VAR: &str = "SWERVE_SHARED_DATA";

@@ -9,6 +9,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod cluster;
 pub mod environment;
 pub mod eval_script;
 pub mod evaluate;
@@ -86,6 +87,24 @@ pub enum RunError {
     /// The async runtime that drives the containers could not be started.
     #[error("cannot start the async runtime for executions")]
     Runtime(#[source] std::io::Error),
+    /// Slurm could not place the run (`--executor slurm`).
+    #[error(transparent)]
+    Slurm(#[from] swerve_slurm::SlurmError),
+    /// The submitting process was interrupted; the job array was cancelled.
+    #[error(
+        "interrupted: cancelled Slurm job {job}; {finished} of its {total} instances had finished; rerun the same command to complete the rest"
+    )]
+    Cancelled {
+        /// The array's job id.
+        job: String,
+        /// Instances finished before the cancellation.
+        finished: usize,
+        /// Instances the array had.
+        total: usize,
+    },
+    /// An array task was told to stop (SIGTERM from `scancel` or a time limit, or SIGINT).
+    #[error("terminated by a signal; this task's containers were removed")]
+    Terminated,
     /// A file could not be written.
     #[error("cannot write {}", path.display())]
     Write {
@@ -116,6 +135,9 @@ pub struct RunSummary {
     pub report_file: PathBuf,
     /// Every instance evaluated or reused.
     pub instances: Vec<InstanceResult>,
+    /// Instances that a cluster task did not finish (it was killed or failed); a rerun
+    /// completes them. Always empty for a local run.
+    pub unfinished: Vec<String>,
 }
 
 impl RunSummary {
@@ -250,34 +272,50 @@ pub async fn run(
         return Err(RunError::RunId(config.run_id.clone()));
     }
     let to_run = select(config, progress)?;
-    let model = config
-        .predictions
-        .first()
-        .map_or_else(|| "None".to_owned(), Prediction::model_dir_name);
     write_run_json(config, split)?;
 
     let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
     sweep(&sandbox, &config.run_id, progress).await?;
+    let (base, mut instances, jobs) = prepare_all(config, &sandbox, &to_run, progress).await?;
+    let evaluated = evaluate_jobs(config, &sandbox, evaluator, &jobs, progress).await;
+    instances.extend(evaluated);
+    finish(config, Some(&sandbox), &base, instances, progress).await
+}
+
+/// The model's log folder name: the first prediction's model, `None` without predictions.
+fn model_name(config: &RunConfig) -> String {
+    config
+        .predictions
+        .first()
+        .map_or_else(|| "None".to_owned(), Prediction::model_dir_name)
+}
+
+/// Images and jobs of `to_run`, `max_workers` at a time (builds of one recipe are serialised
+/// by the sandbox's build lock), split into results already known (reused, or failed to
+/// prepare) and jobs to run; reports the known ones to `progress`. Returns the base image too.
+async fn prepare_all(
+    config: &RunConfig,
+    sandbox: &Sandbox,
+    to_run: &[(&Instance, &Prediction)],
+    progress: &dyn Progress,
+) -> Result<(String, Vec<InstanceResult>, Vec<Job>), RunError> {
     let needs_base = to_run
         .iter()
         .any(|(row, _)| config.source.environments.get(row).is_some());
     let base = if needs_base {
         progress.message("Preparing images");
-        images::ensure_base(&sandbox).await?.info.name
+        images::ensure_base(sandbox).await?.info.name
     } else {
         String::new()
     };
-    let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
+    let model_dir = run_dir(&config.log_root, &config.run_id).join(model_name(config));
     let workers = config.max_workers.max(1);
-
-    // Images and jobs, `workers` at a time (builds of one recipe are serialised by the
-    // sandbox's build lock).
     let prepared: Vec<Result<Job, InstanceResult>> = futures_util::stream::iter(to_run.iter())
-        .map(|(row, pred)| prepare_job(config, &sandbox, &base, &model_dir, row, pred))
+        .map(|(row, pred)| prepare_job(config, sandbox, &base, &model_dir, row, pred))
         .buffer_unordered(workers)
         .collect()
         .await;
-    let (mut instances, jobs) = reuse_or_queue(prepared, config.resume);
+    let (instances, jobs) = reuse_or_queue(prepared, config.resume);
     let reused = instances.iter().filter(|r| r.reused).count();
     if reused > 0 {
         progress.message(&format!("{reused} instances already run, skipping..."));
@@ -286,6 +324,17 @@ pub async fn run(
     for r in &instances {
         progress.done(r);
     }
+    Ok((base, instances, jobs))
+}
+
+/// Evaluates `jobs` in containers, `max_workers` at once.
+async fn evaluate_jobs(
+    config: &RunConfig,
+    sandbox: &Sandbox,
+    evaluator: EvaluatorPlugin,
+    jobs: &[Job],
+    progress: &dyn Progress,
+) -> Vec<InstanceResult> {
     let ctx = RunContext {
         sandbox: sandbox.clone(),
         evaluator,
@@ -294,7 +343,7 @@ pub async fn run(
         limits: config.limits.clone(),
         mode: config.mode,
     };
-    let evaluated: Vec<InstanceResult> = futures_util::stream::iter(jobs.iter())
+    futures_util::stream::iter(jobs.iter())
         .map(|job| {
             let ctx = &ctx;
             async move {
@@ -303,24 +352,42 @@ pub async fn run(
                 result
             }
         })
-        .buffer_unordered(workers)
+        .buffer_unordered(config.max_workers.max(1))
         .collect()
-        .await;
-    instances.extend(evaluated);
-    instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+        .await
+}
 
+/// The end of a run: sweep what carries the run id, note what is left on the engine (when one
+/// is reachable), and write the run report from the instances' files.
+async fn finish(
+    config: &RunConfig,
+    sandbox: Option<&Sandbox>,
+    base: &str,
+    mut instances: Vec<InstanceResult>,
+    progress: &dyn Progress,
+) -> Result<RunSummary, RunError> {
+    instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    let model = model_name(config);
+    let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
     // Every container of this run is removed when its instance ends, so what still carries the
     // run id comes from a killed run with the same id whose container create was still in
-    // flight at the first sweep (the engine finishes it after the client died).
-    sweep(&sandbox, &config.run_id, progress).await?;
-    let docker = leftovers(&sandbox, &config.run_id, &config.source, &base).await;
-    let results = make_report(config, &model_dir, Some(docker));
+    // flight at the first sweep (the engine finishes it after the client died), or from a
+    // cluster task that was killed.
+    let docker = match sandbox {
+        Some(sandbox) => {
+            sweep(sandbox, &config.run_id, progress).await?;
+            Some(leftovers(sandbox, &config.run_id, &config.source, base).await)
+        }
+        None => None,
+    };
+    let results = make_report(config, &model_dir, docker);
     let file = run_report_path(&config.report_dir, &model, &config.run_id);
     write(&file, &render_run_report(&results.report))?;
     Ok(RunSummary {
         results,
         report_file: file,
         instances,
+        unfinished: Vec::new(),
     })
 }
 
