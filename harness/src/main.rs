@@ -47,6 +47,14 @@ enum Command {
     /// Dataset files (export as SWE-bench 5 rows).
     #[command(subcommand)]
     Dataset(commands::DatasetCommand),
+    /// A task of a Slurm job array of executions (started by Slurm, not by hand).
+    #[command(hide = true)]
+    ExecuteTask {
+        #[command(flatten)]
+        args: swerve_harness::run::remote::ExecuteTaskArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
+    },
 }
 
 #[derive(Args)]
@@ -190,6 +198,14 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Clean(args) => commands::clean(args),
         Command::Images(commands::ImagesCommand::Build(args)) => commands::images_build(args),
         Command::Dataset(commands::DatasetCommand::Export(args)) => commands::dataset_export(args),
+        Command::ExecuteTask { args, cache } => {
+            let evaluator = host(&cache)?.load_evaluator(
+                &swerve_host::bundled::expect("swebench-parsers"),
+                &Default::default(),
+            )?;
+            args.run(evaluator)?;
+            Ok(std::process::ExitCode::SUCCESS)
+        }
     }
 }
 

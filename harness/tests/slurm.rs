@@ -343,3 +343,73 @@ fn options_sbatch_refuses_fail_before_any_work() {
     let run_dir = ctx.path().join("run/logs/run_evaluation").join(&ctx.run_id);
     assert!(!run_dir.exists(), "nothing is written before the check");
 }
+
+#[test]
+fn executions_on_the_cluster_match_local_ones() {
+    use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
+    use swerve_harness::run::remote::{ExecuteTaskArgs, RemoteConfig, SlurmExecutions};
+
+    let _serial = serial();
+    if !slurm_up() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let source = swerve_harness::run::source::resolve("swerve-mini", "test", None).unwrap();
+    let row = |id: &str| source.rows.iter().find(|r| r.instance_id == id).unwrap();
+    let gold = |id: &str| row(id).patch.clone().unwrap();
+    // Gold patches, the same pair twice, a patch that does not apply, an empty patch.
+    let pairs: Vec<(String, String)> = [
+        ("swerve__inicfg-7", gold("swerve__inicfg-7")),
+        ("swerve__textkit-4", gold("swerve__textkit-4")),
+        ("swerve__inicfg-7", gold("swerve__inicfg-7")),
+        (
+            "swerve__spans-2",
+            "--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n".into(),
+        ),
+        ("swerve__spans-5", String::new()),
+    ]
+    .into_iter()
+    .map(|(id, patch)| (id.to_owned(), patch))
+    .collect();
+
+    let task = ExecuteTaskArgs {
+        dataset: "swerve-mini".into(),
+        workers: 1,
+        timeout: 300,
+        work_dir: dir.path().join("remote-logs"),
+    };
+    let mut command = vec![BIN.to_owned()];
+    command.extend(task.to_args());
+    let remote = SlurmExecutions::new(RemoteConfig {
+        sbatch_args: Vec::new(),
+        tasks: 2,
+        command,
+        dir: dir.path().join("batches"),
+        chdir: dir.path().to_owned(),
+    })
+    .unwrap();
+    let on_cluster = remote.execute(&pairs).unwrap();
+
+    let host = swerve_host::Host::new(swerve_host::HostConfig::default()).unwrap();
+    let evaluator = host
+        .load_evaluator(
+            &swerve_host::bundled::expect("swebench-parsers"),
+            &Default::default(),
+        )
+        .unwrap();
+    let config = ExecuteConfig {
+        work_dir: dir.path().join("local-logs"),
+        run_id: format!("local-{}", std::process::id()),
+        ..ExecuteConfig::default()
+    };
+    let local = PatchExecutor::new(source.clone(), evaluator, config).unwrap();
+    let here: Vec<_> = pairs.iter().map(|(id, p)| local.execute(id, p)).collect();
+    assert_eq!(on_cluster, here);
+    assert!(on_cluster[0].resolved && on_cluster[1].resolved);
+    assert!(!on_cluster[3].patch_applied && on_cluster[3].infra_error.is_none());
+
+    // The second batch is served from the cache: no array is submitted.
+    let again = remote.execute(&pairs[..2]).unwrap();
+    assert_eq!(again, on_cluster[..2]);
+    assert!(!dir.path().join("batches/batch-1").exists());
+}

@@ -389,6 +389,43 @@ impl Sandbox {
         Ok(removed)
     }
 
+    /// Remove the containers whose run id is `<prefix>-<anything>`, running or not: what one
+    /// executor's executions (`<prefix>-<n>` each) left when its process was stopped. Returns the
+    /// ids removed.
+    pub async fn sweep_run_prefix(&self, prefix: &str) -> Result<Vec<String>> {
+        let client = &self.client;
+        let limit = client.config.timeouts.api;
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(
+                [("label".to_owned(), vec![format!("{LABEL_MANAGED}=true")])]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let found = within(
+            limit,
+            "list containers",
+            "swerve",
+            client.docker.list_containers(Some(options)),
+        )
+        .await?
+        .map_err(|e| Error::List { source: e.into() })?;
+        let wanted = format!("{prefix}-");
+        let mut removed = Vec::new();
+        for c in found {
+            let run = c.labels.as_ref().and_then(|l| l.get(LABEL_RUN_ID));
+            if let (Some(id), Some(run)) = (c.id, run)
+                && run.starts_with(&wanted)
+            {
+                remove_container(&client.docker, &id, limit).await?;
+                removed.push(id);
+            }
+        }
+        Ok(removed)
+    }
+
     /// Remove the containers of `run_id` labelled with one of `instance_ids`, running or not: what
     /// an earlier attempt at these instances left, without touching the run's other instances
     /// (a cluster task sweeps only its own). Returns the ids removed.

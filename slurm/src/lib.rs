@@ -462,6 +462,19 @@ impl ArrayJob {
     }
 }
 
+/// For an array task: on SIGTERM (`scancel`, a time limit) or SIGINT, run `cleanup` (remove the
+/// task's containers) and exit with status 143. Replaces the default handlers; call once, and
+/// not in a process that follows an array.
+pub fn on_terminate(cleanup: impl Fn() + Send + 'static) {
+    let installed = ctrlc::set_handler(move || {
+        cleanup();
+        std::process::exit(143);
+    });
+    if let Err(e) = installed {
+        tracing::warn!(error = %e, "cannot catch SIGTERM: a stopped task may leave containers");
+    }
+}
+
 /// This process as a task of a swerve job array.
 #[derive(Debug, Clone)]
 pub struct Task {

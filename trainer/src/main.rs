@@ -54,6 +54,10 @@ enum Command {
     Predict(train_args::PredictArgs),
     /// The bundled end-to-end run on swerve-mini: tiny model, SFT, GRPO, plots, predictions
     Demo(train_args::DemoArgs),
+    /// A task of a Slurm job array of executions (`grpo --execute-on slurm`; started by Slurm)
+    #[cfg(feature = "execute")]
+    #[command(hide = true)]
+    ExecuteTask(swerve_harness::run::remote::ExecuteTaskArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -118,6 +122,8 @@ fn main() -> ExitCode {
         Command::Grpo(args) => train_args::run_grpo(&args),
         Command::Predict(args) => train_args::run_predict(&args),
         Command::Demo(args) => train_args::run_demo(&args),
+        #[cfg(feature = "execute")]
+        Command::ExecuteTask(args) => train_args::run_execute_task(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -118,6 +118,31 @@ pub struct GrpoArgs {
     /// Limit in seconds for one instance's tests with --execute
     #[arg(long, default_value_t = commands::DEFAULT_EXECUTE_TIMEOUT.as_secs(), requires = "execute")]
     execute_timeout: u64,
+    /// Where --execute runs the patches: this machine's Docker engine, or a Slurm cluster (one
+    /// job array per GRPO step, each task running --execute-workers containers on its node;
+    /// the output folder must be shared: docs/cluster.md)
+    #[arg(long, value_enum, default_value = "local", requires = "execute")]
+    execute_on: ExecuteOn,
+    /// Array tasks per step with --execute-on slurm
+    #[arg(long, default_value_t = 4, requires = "execute")]
+    execute_slurm_tasks: usize,
+    /// An argument for `sbatch` with --execute-on slurm (repeatable)
+    #[arg(
+        long = "execute-slurm-arg",
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "execute"
+    )]
+    execute_slurm_args: Vec<String>,
+}
+
+/// Where `--execute` runs the patches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExecuteOn {
+    /// This machine's Docker engine.
+    Local,
+    /// A Slurm cluster, one job array per step.
+    Slurm,
 }
 
 /// `trainer predict`.
@@ -229,10 +254,26 @@ pub fn run_grpo(args: &GrpoArgs) -> anyhow::Result<()> {
             workers: args.execute_workers,
             timeout: Duration::from_secs(args.execute_timeout),
             work_dir: args.run.output.join("executions"),
+            slurm: (args.execute_on == ExecuteOn::Slurm).then(|| commands::SlurmSpec {
+                tasks: args.execute_slurm_tasks.max(1),
+                sbatch_args: args.execute_slurm_args.clone(),
+            }),
         }),
     };
     let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward")?)?;
     println!("{}", last.display());
+    Ok(())
+}
+
+/// `trainer execute-task`: one array task of `grpo --execute-on slurm`.
+#[cfg(feature = "execute")]
+pub fn run_execute_task(args: &swerve_harness::run::remote::ExecuteTaskArgs) -> anyhow::Result<()> {
+    let host = swerve_host::Host::new(commands::plugin_host_config())?;
+    let evaluator = host.load_evaluator(
+        &swerve_host::bundled::expect("swebench-parsers"),
+        &Default::default(),
+    )?;
+    args.run(evaluator)?;
     Ok(())
 }
 
@@ -291,6 +332,7 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
                 workers: config.demo.execute_workers,
                 timeout: commands::DEFAULT_EXECUTE_TIMEOUT,
                 work_dir: args.output.join("executions"),
+                slurm: None,
             })
         })
         .transpose()?;

@@ -222,6 +222,15 @@ impl PatchExecutor {
         self.submit(instance_id, patch).wait()
     }
 
+    /// Removes the containers of this executor's executions that are still there (for a
+    /// process that is being stopped); returns how many.
+    pub fn sweep(&self) -> usize {
+        let sandbox = &self.shared.sandbox;
+        self.runtime
+            .block_on(sandbox.sweep_run_prefix(&self.shared.config.run_id))
+            .map_or(0, |removed| removed.len())
+    }
+
     /// Sandbox evaluations actually started so far (cache hits and empty patches excluded).
     pub fn sandbox_runs(&self) -> u64 {
         self.shared.runs.load(Ordering::Relaxed)

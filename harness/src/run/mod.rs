@@ -17,6 +17,7 @@ pub mod execute;
 pub mod hardening;
 pub mod instance;
 pub mod instance_log;
+pub mod remote;
 pub mod rewrite;
 pub mod source;
 pub mod tamper;

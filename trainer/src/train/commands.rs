@@ -87,6 +87,17 @@ pub struct ExecuteSpec {
     pub timeout: Duration,
     /// Where each execution's logs go.
     pub work_dir: PathBuf,
+    /// Run the executions on a Slurm cluster instead of this machine's engine.
+    pub slurm: Option<SlurmSpec>,
+}
+
+/// `--execute-on slurm`: one job array per GRPO step.
+#[derive(Debug, Clone)]
+pub struct SlurmSpec {
+    /// Array tasks per step, at most.
+    pub tasks: usize,
+    /// Extra `sbatch` arguments.
+    pub sbatch_args: Vec<String>,
 }
 
 /// Starts the harness's sandbox executor for `spec`, parsing logs with the bundled
@@ -101,6 +112,9 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
     let source =
         swerve_harness::run::source::resolve(&spec.dataset.to_string_lossy(), "test", None)
             .map_err(|e| fail(e.into()))?;
+    if let Some(slurm) = &spec.slurm {
+        return super::rewards::SlurmExecutor::start(spec, slurm, &source).map_err(fail);
+    }
     let host = Host::new(plugin_host_config()).map_err(Error::Reward)?;
     let evaluator = host
         .load_evaluator(

@@ -6,6 +6,8 @@
 
 #[cfg(feature = "execute")]
 use swerve_harness::run::execute::PatchExecutor;
+#[cfg(feature = "execute")]
+use swerve_harness::run::remote::{RemoteConfig, SlurmExecutions};
 use swerve_host::{Execution, Host, HostConfig, Sample, Scorer, ScorerConfig, WeightedPlugin};
 
 use crate::error::{Error, Result};
@@ -157,6 +159,99 @@ impl Executor for PatchExecutor {
     fn submit(&self, task: &Instance, patch: &str) -> PendingExecution {
         let pending = PatchExecutor::submit(self, &task.instance_id, patch);
         PendingExecution::later(move || pending.wait())
+    }
+}
+
+/// `--execute-on slurm`: the completions of a step are gathered as they are submitted, and the
+/// first `wait` sends them all as one job array ([`SlurmExecutions`]); submissions after that
+/// start the next batch. Same executions, limits and content cache as the local executor.
+#[cfg(feature = "execute")]
+pub struct SlurmExecutor {
+    remote: std::sync::Arc<SlurmExecutions>,
+    open: std::sync::Arc<std::sync::Mutex<std::sync::Arc<std::sync::Mutex<Batch>>>>,
+}
+
+/// Pairs gathered for one array, and their results once it ran.
+#[cfg(feature = "execute")]
+#[derive(Default)]
+struct Batch {
+    pairs: Vec<(String, String)>,
+    results: Option<Vec<Execution>>,
+}
+
+#[cfg(feature = "execute")]
+impl SlurmExecutor {
+    /// Checks Slurm and the dataset; the tasks run this binary's `execute-task` subcommand.
+    pub fn start(
+        spec: &super::commands::ExecuteSpec,
+        slurm: &super::commands::SlurmSpec,
+        source: &swerve_harness::run::source::DatasetSource,
+    ) -> std::result::Result<Box<dyn Executor>, Box<dyn std::error::Error + Send + Sync>> {
+        if source.rows.is_empty() {
+            return Err("the dataset has no rows".into());
+        }
+        let exe = std::env::current_exe()?;
+        let work_dir = std::path::absolute(&spec.work_dir)?;
+        let task = swerve_harness::run::remote::ExecuteTaskArgs {
+            dataset: spec.dataset.to_string_lossy().into_owned(),
+            workers: spec.workers.max(1),
+            timeout: spec.timeout.as_secs(),
+            work_dir: work_dir.clone(),
+        };
+        let mut command = vec![exe.display().to_string()];
+        command.extend(task.to_args());
+        let remote = SlurmExecutions::new(RemoteConfig {
+            sbatch_args: slurm.sbatch_args.clone(),
+            tasks: slurm.tasks,
+            command,
+            dir: work_dir.join("slurm"),
+            chdir: std::env::current_dir()?,
+        })?;
+        Ok(Box::new(SlurmExecutor {
+            remote: std::sync::Arc::new(remote),
+            open: Default::default(),
+        }))
+    }
+}
+
+#[cfg(feature = "execute")]
+impl Executor for SlurmExecutor {
+    fn submit(&self, task: &Instance, patch: &str) -> PendingExecution {
+        // The open batch stays locked while the pair goes in, so that a batch is never closed
+        // between the two (lock order: the open slot, then a batch).
+        let open = self.open.lock().expect("batch lock");
+        let batch = std::sync::Arc::clone(&open);
+        let index = {
+            let mut b = batch.lock().expect("batch lock");
+            b.pairs.push((task.instance_id.clone(), patch.to_owned()));
+            b.pairs.len() - 1
+        };
+        drop(open);
+        let (remote, open) = (
+            std::sync::Arc::clone(&self.remote),
+            std::sync::Arc::clone(&self.open),
+        );
+        PendingExecution::later(move || {
+            // Close this batch: later submissions go to a new one.
+            {
+                let mut current = open.lock().expect("batch lock");
+                if std::sync::Arc::ptr_eq(&current, &batch) {
+                    *current = Default::default();
+                }
+            }
+            let mut b = batch.lock().expect("batch lock");
+            if b.results.is_none() {
+                match remote.execute(&b.pairs) {
+                    Ok(results) => b.results = Some(results),
+                    Err(e) => {
+                        // Only an interrupt of this process ends a batch without results.
+                        eprintln!("error: {e}");
+                        std::process::exit(130);
+                    }
+                }
+            }
+            b.results.as_ref().expect("results")[index].clone()
+        })
     }
 }
 

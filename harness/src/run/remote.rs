@@ -1,0 +1,307 @@
+//! Executions for execution rewards on a Slurm cluster (`docs/cluster.md`): a batch of
+//! (instance, patch) pairs becomes one job array whose tasks evaluate their share with a
+//! [`PatchExecutor`] against their node's engine — the same image, eval script, hardened mode,
+//! evaluator plugin and limits as a local execution — and send back each [`Execution`] as a
+//! progress line.
+//!
+//! The caller side is [`SlurmExecutions`]: it keeps the content cache (identical work runs once
+//! per process; infrastructure failures are not cached, so a later batch retries them) and
+//! turns a task that ended without answering into infrastructure errors for its pairs, never
+//! into a model's failure. The task side is [`serve_task`], run by a binary's hidden
+//! `execute-task` subcommand.
+//!
+//! One array per batch, rather than long-lived workers: nothing stays allocated between GRPO
+//! steps, no port is opened between nodes, and a dead node costs one batch's pairs, which are
+//! infrastructure errors. The price is Slurm's start-up per batch (`docs/benchmarks.md`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use swerve_host::Execution;
+use swerve_slurm::{ArraySpec, FollowEnd, Task};
+
+use super::RunError;
+use super::execute::PatchExecutor;
+
+/// Where and how batches run.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    /// Extra `sbatch` arguments.
+    pub sbatch_args: Vec<String>,
+    /// Array tasks per batch, at most.
+    pub tasks: usize,
+    /// What every task runs: a binary (absolute path) and its `execute-task` arguments.
+    pub command: Vec<String>,
+    /// A folder every node shares; batch `k` uses `<dir>/batch-<k>/`.
+    pub dir: PathBuf,
+    /// The tasks' working folder.
+    pub chdir: PathBuf,
+}
+
+/// One pair to execute, as a task's input line.
+#[derive(Debug, Serialize, Deserialize)]
+struct Request {
+    n: usize,
+    instance_id: String,
+    patch: String,
+}
+
+/// One result, as a task's progress line.
+#[derive(Debug, Serialize, Deserialize)]
+struct Reply {
+    n: usize,
+    execution: Execution,
+}
+
+/// Batches of executions on the cluster (see the module documentation).
+pub struct SlurmExecutions {
+    config: RemoteConfig,
+    cache: Mutex<HashMap<String, Execution>>,
+    batches: AtomicU64,
+}
+
+fn infra(error: String) -> Execution {
+    Execution {
+        infra_error: Some(error),
+        ..Execution::default()
+    }
+}
+
+/// The content of one pair: identical pairs are executed once.
+fn pair_key(instance_id: &str, patch: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(instance_id.as_bytes());
+    h.update([0]);
+    h.update(patch.as_bytes());
+    hex::encode(h.finalize())
+}
+
+impl SlurmExecutions {
+    /// Checks that Slurm answers and takes the options, before any batch.
+    pub fn new(config: RemoteConfig) -> Result<SlurmExecutions, RunError> {
+        swerve_slurm::check(&config.sbatch_args, config.tasks)?;
+        Ok(SlurmExecutions {
+            config,
+            cache: Mutex::new(HashMap::new()),
+            batches: AtomicU64::new(0),
+        })
+    }
+
+    /// Executes every `(instance_id, patch)` pair, one result each in order: cached pairs at
+    /// once, the rest as one job array. `Err` only when this process was interrupted (the array
+    /// is then cancelled).
+    pub fn execute(&self, pairs: &[(String, String)]) -> Result<Vec<Execution>, RunError> {
+        let mut results: Vec<Option<Execution>> = vec![None; pairs.len()];
+        let mut first_of: HashMap<String, usize> = HashMap::new();
+        let mut requests = Vec::new();
+        {
+            let cache = self.cache.lock().expect("cache lock");
+            for (i, (id, patch)) in pairs.iter().enumerate() {
+                let key = pair_key(id, patch);
+                if let Some(found) = cache.get(&key) {
+                    results[i] = Some(found.clone());
+                } else if let std::collections::hash_map::Entry::Vacant(slot) = first_of.entry(key)
+                {
+                    slot.insert(i);
+                    requests.push(Request {
+                        n: i,
+                        instance_id: id.clone(),
+                        patch: patch.clone(),
+                    });
+                }
+            }
+        }
+        if !requests.is_empty() {
+            for (n, execution) in self.run_batch(requests)? {
+                results[n] = Some(execution);
+            }
+        }
+        // Duplicates take their first's result; what succeeded is cached.
+        let mut cache = self.cache.lock().expect("cache lock");
+        let mut out = Vec::with_capacity(pairs.len());
+        for (id, patch) in pairs {
+            let key = pair_key(id, patch);
+            let i = first_of.get(&key).copied();
+            let result = match i {
+                Some(i) => results[i].clone(),
+                None => cache.get(&key).cloned(),
+            }
+            .unwrap_or_else(|| infra("no result came back".into()));
+            if result.infra_error.is_none() {
+                cache.insert(key, result.clone());
+            }
+            out.push(result);
+        }
+        Ok(out)
+    }
+
+    /// One array over `requests`; every request gets a result (an infrastructure error when its
+    /// task ended without answering).
+    fn run_batch(&self, requests: Vec<Request>) -> Result<Vec<(usize, Execution)>, RunError> {
+        let k = self.batches.fetch_add(1, Ordering::Relaxed);
+        let dir = self.config.dir.join(format!("batch-{k}"));
+        let _ = fs_err::remove_dir_all(&dir);
+        let shards = swerve_slurm::deal(&requests.iter().collect::<Vec<_>>(), self.config.tasks);
+        let inputs = shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .iter()
+                    .map(|r| serde_json::to_string(r).expect("json") + "\n")
+                    .collect::<String>()
+            })
+            .collect();
+        let spec = ArraySpec {
+            name: "swerve-execute".into(),
+            dir,
+            inputs,
+            command: self.config.command.clone(),
+            chdir: self.config.chdir.clone(),
+            sbatch_args: self.config.sbatch_args.clone(),
+        };
+        let mut job = match swerve_slurm::submit(&spec) {
+            Ok(job) => job,
+            Err(e) => {
+                let why = format!("Slurm did not take the batch: {e}");
+                return Ok(requests.iter().map(|r| (r.n, infra(why.clone()))).collect());
+            }
+        };
+        let mut answered: HashMap<usize, Execution> = HashMap::new();
+        let end = job.follow(
+            Duration::from_millis(200),
+            Duration::from_secs(120),
+            |_, lines| {
+                for (task, line) in lines {
+                    match serde_json::from_str::<Reply>(&line) {
+                        Ok(reply) => {
+                            answered.insert(reply.n, reply.execution);
+                        }
+                        Err(e) => tracing::warn!(task, error = %e, "unreadable execution line"),
+                    }
+                }
+            },
+        )?;
+        let status = match end {
+            FollowEnd::Cancelled => {
+                return Err(RunError::Cancelled {
+                    job: job.id.clone(),
+                    finished: answered.len(),
+                    total: requests.len(),
+                });
+            }
+            FollowEnd::Finished(status) => status,
+        };
+        let mut out = Vec::with_capacity(requests.len());
+        for (index, shard) in shards.iter().enumerate() {
+            for r in shard {
+                let execution = answered.remove(&r.n).unwrap_or_else(|| {
+                    let state = status
+                        .tasks
+                        .get(&index)
+                        .map_or("ENDED", |t| t.state.as_str());
+                    infra(format!(
+                        "Slurm task {index} of job {} ended {state} before executing this patch: {}",
+                        job.id,
+                        job.output_tail(index, 500)
+                    ))
+                });
+                out.push((r.n, execution));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The arguments of a binary's hidden `execute-task` subcommand: how an array task makes its
+/// [`PatchExecutor`]. The submitting side builds them with [`ExecuteTaskArgs::to_args`].
+#[derive(Debug, Clone, clap::Args)]
+pub struct ExecuteTaskArgs {
+    /// The harness dataset (`swerve-mini`, or a rows file or folder).
+    #[arg(long)]
+    pub dataset: String,
+    /// Containers at once in this task.
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// Seconds for one eval script.
+    #[arg(long, default_value_t = super::execute::DEFAULT_TIMEOUT.as_secs())]
+    pub timeout: u64,
+    /// Where each execution's log files go.
+    #[arg(long)]
+    pub work_dir: PathBuf,
+}
+
+impl ExecuteTaskArgs {
+    /// The subcommand and its flags, as a task's command line.
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "execute-task".into(),
+            "--dataset".into(),
+            self.dataset.clone(),
+            "--workers".into(),
+            self.workers.to_string(),
+            "--timeout".into(),
+            self.timeout.to_string(),
+            "--work-dir".into(),
+            self.work_dir.display().to_string(),
+        ]
+    }
+
+    /// Runs this process as an array task of a batch: the executor for the dataset, containers
+    /// swept if Slurm stops the task, then [`serve_task`]. An error when the process is not a
+    /// swerve array task.
+    pub fn run(&self, evaluator: swerve_host::EvaluatorPlugin) -> Result<(), RunError> {
+        let task = Task::from_env()?.ok_or_else(|| {
+            RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(
+                "execute-task runs only as a task of a swerve job array".into(),
+            ))
+        })?;
+        let source = super::source::resolve(&self.dataset, "test", None)
+            .map_err(|e| RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(format!("{e:#}"))))?;
+        let config = super::execute::ExecuteConfig {
+            run_id: format!("execute-{}", std::process::id()),
+            work_dir: self.work_dir.clone(),
+            workers: self.workers.max(1),
+            timeout: Duration::from_secs(self.timeout),
+            ..super::execute::ExecuteConfig::default()
+        };
+        let executor = std::sync::Arc::new(PatchExecutor::new(source, evaluator, config)?);
+        let sweeper = std::sync::Arc::clone(&executor);
+        swerve_slurm::on_terminate(move || {
+            let removed = sweeper.sweep();
+            eprintln!("terminated: removed {removed} containers");
+        });
+        serve_task(&task, &executor)
+    }
+}
+
+/// An array task of a batch: executes its pairs with `executor` (at most its `workers` containers
+/// at once), one progress line per result in input order, then marks the task finished.
+pub fn serve_task(task: &Task, executor: &PatchExecutor) -> Result<(), RunError> {
+    let input = task.input()?;
+    let mut pending = Vec::new();
+    for line in input.lines().filter(|l| !l.is_empty()) {
+        let request: Request = serde_json::from_str(line).map_err(|e| {
+            RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(format!(
+                "unreadable request in the task's input: {e}"
+            )))
+        })?;
+        pending.push((
+            request.n,
+            executor.submit(&request.instance_id, &request.patch),
+        ));
+    }
+    for (n, execution) in pending {
+        let reply = Reply {
+            n,
+            execution: execution.wait(),
+        };
+        task.record(&serde_json::to_string(&reply).expect("json"))?;
+    }
+    task.finish(&task.node)?;
+    Ok(())
+}
