@@ -282,11 +282,11 @@ impl Sandbox {
         name: &str,
         changes: &[String],
     ) -> Result<ImageInfo> {
-        let (repo, tag) = split_reference(name);
+        // The whole reference in `repo` (the API allows a tag there): Podman's service ignores
+        // a separate `tag` on import and would name the image `:latest`.
         let options = CreateImageOptions {
             from_src: Some("-".to_owned()),
-            repo: Some(repo.to_owned()),
-            tag: tag.map(str::to_owned),
+            repo: Some(name.to_owned()),
             changes: changes.to_vec(),
             ..Default::default()
         };
