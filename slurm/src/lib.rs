@@ -326,14 +326,19 @@ pub fn submit(spec: &ArraySpec) -> Result<ArrayJob, SlurmError> {
     })
 }
 
-/// Set by the first Ctrl-C or SIGTERM while an array is followed.
+/// Whether an array is being followed now: an interrupt then cancels it first.
+static FOLLOWING: AtomicBool = AtomicBool::new(false);
+
+/// Set by the first Ctrl-C or SIGTERM while an array is followed. Outside [`ArrayJob::follow`]
+/// (a trainer between two batches) an interrupt ends the process at once, as without the
+/// handler.
 fn interrupted() -> &'static AtomicBool {
     static FLAG: OnceLock<&'static AtomicBool> = OnceLock::new();
     FLAG.get_or_init(|| {
         static INTERRUPTED: AtomicBool = AtomicBool::new(false);
         let installed = ctrlc::set_handler(|| {
             // A second interrupt does not wait for the cancellation.
-            if INTERRUPTED.swap(true, Ordering::SeqCst) {
+            if !FOLLOWING.load(Ordering::SeqCst) || INTERRUPTED.swap(true, Ordering::SeqCst) {
                 std::process::exit(130);
             }
         });
@@ -428,6 +433,19 @@ impl ArrayJob {
         mut tick: impl FnMut(&ArrayStatus, Vec<(usize, String)>),
     ) -> Result<FollowEnd, SlurmError> {
         let flag = interrupted();
+        FOLLOWING.store(true, Ordering::SeqCst);
+        let end = self.follow_until_done(flag, interval, cancel_wait, &mut tick);
+        FOLLOWING.store(false, Ordering::SeqCst);
+        end
+    }
+
+    fn follow_until_done(
+        &mut self,
+        flag: &AtomicBool,
+        interval: Duration,
+        cancel_wait: Duration,
+        tick: &mut impl FnMut(&ArrayStatus, Vec<(usize, String)>),
+    ) -> Result<FollowEnd, SlurmError> {
         loop {
             if flag.load(Ordering::SeqCst) {
                 self.cancel()?;
