@@ -61,6 +61,9 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
                 }
                 Ok(score)
             }
+            // Whatever result the completion's bytes spell (`echo_result`): the fuzz target of
+            // the host's lifting of plugin results drives this.
+            "echo" => echo_result(&sample.completion),
             "output" => {
                 // 64 MiB of output: the host keeps only a bounded tail.
                 let line = [b'x'; 1023];
@@ -133,6 +136,71 @@ impl swerve_plugin_kit::RewardPlugin for Hostile {
             }
             other => Err(format!("unknown attack `{other}`")),
         }
+    }
+}
+
+/// Reads a result out of `recipe`'s bytes, so that a fuzzer can make the plugin return any
+/// shape of result: `err` or `ok`, any reward bits (NaN, infinities, subnormals), up to 1023
+/// metrics with any names and values, and strings from empty to several MiB made of the
+/// recipe's own characters. Bytes past the end read as zero.
+fn echo_result(recipe: &str) -> Result<Score, String> {
+    let mut r = Recipe {
+        bytes: recipe.as_bytes(),
+        at: 0,
+    };
+    // Text of a length the recipe picks, cycling through the recipe's own characters.
+    let text = |len: usize| -> String {
+        if recipe.is_empty() {
+            return String::new();
+        }
+        let mut out = recipe.repeat(len / recipe.len() + 1);
+        let mut end = len.min(out.len());
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+        out
+    };
+    let kind = r.byte();
+    if kind & 1 == 1 {
+        return Err(text(r.long_len()));
+    }
+    let mut score = Score {
+        reward: (kind & 2 != 0).then(|| f64::from_bits(r.uint(8))),
+        metrics: Vec::new(),
+        message: None,
+    };
+    for _ in 0..r.uint(2) % 1024 {
+        let len = usize::from(r.byte()) * usize::from(r.byte() % 4 + 1);
+        score = score.with_metric(text(len), f64::from_bits(r.uint(8)));
+    }
+    if kind & 4 != 0 {
+        score.message = Some(text(r.long_len()));
+    }
+    Ok(score)
+}
+
+/// The recipe of [`echo_result`], read front to back.
+struct Recipe<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Recipe<'_> {
+    fn byte(&mut self) -> u8 {
+        let b = self.bytes.get(self.at).copied().unwrap_or(0);
+        self.at += 1;
+        b
+    }
+
+    /// A big-endian number of `n` bytes.
+    fn uint(&mut self, n: usize) -> u64 {
+        (0..n).fold(0, |acc, _| acc << 8 | u64::from(self.byte()))
+    }
+
+    /// A string length up to 65,535 × 64 bytes.
+    fn long_len(&mut self) -> usize {
+        self.uint(2) as usize * (1 + usize::from(self.byte() % 64))
     }
 }
 
