@@ -1,11 +1,11 @@
 //! Checkpoints in Hugging Face layout, resumable.
 //!
 //! A checkpoint directory holds what `transformers` loads (`config.json`, `model.safetensors`
-//! in f32, `tokenizer.json` and `tokenizer_config.json` when given) plus swerve's resume state:
-//! `optimizer.safetensors` (AdamW moments as `<param>.exp_avg` / `<param>.exp_avg_sq`) and
-//! `trainer_state.json` (step and AdamW settings). The directory is written under a temporary
-//! name and renamed into place, so an interrupted save never leaves a half-written checkpoint
-//! under the final name.
+//! in f32, `tokenizer.json`, `tokenizer_config.json` and `chat_template.jinja` when given) plus
+//! swerve's resume state: `optimizer.safetensors` (AdamW moments as `<param>.exp_avg` /
+//! `<param>.exp_avg_sq`) and `trainer_state.json` (step and AdamW settings). The directory is
+//! written under a temporary name and renamed into place, so an interrupted save never leaves a
+//! half-written checkpoint under the final name.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,8 +22,13 @@ use crate::model::{AdamW, AdamWConfig, CausalLm};
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// Resume state file.
 pub const STATE_FILE: &str = "trainer_state.json";
-/// Tokenizer files copied into a checkpoint when present next to the given `tokenizer.json`.
-const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "tokenizer_config.json"];
+/// Tokenizer files copied into a checkpoint when present next to the given `tokenizer.json`
+/// (the chat template too, so that `--prompt-format template` works on a checkpoint).
+const TOKENIZER_FILES: [&str; 3] = [
+    "tokenizer.json",
+    crate::chat_template::CONFIG_FILE,
+    crate::chat_template::JINJA_FILE,
+];
 
 /// `trainer_state.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -203,6 +203,20 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A checkpoint's chat template (`tokenizer_config.json` or `chat_template.jinja`) is
+    /// malformed, does not compile or failed to render (`raise_exception` in the template), or
+    /// the checkpoint has none although the `template` prompt format needs one.
+    #[error("chat template in {}: {reason}", path.display())]
+    ChatTemplate {
+        /// The file the template comes from, or would.
+        path: PathBuf,
+        /// What is wrong, with the template's own message and line when it failed to render.
+        reason: String,
+    },
+    /// The `template` prompt format was asked to render without a loaded chat template
+    /// ([`crate::train::data::Prompter::for_model`] loads the model's).
+    #[error("prompt format `template` needs the model's chat template, and none was loaded")]
+    NoChatTemplate,
     /// A plot could not be drawn or written.
     #[error("cannot draw plot {path}: {reason}")]
     Plot {

@@ -13,6 +13,7 @@
 //! and not a general model zoo: other architectures, RoPE scaling and quantised weights are
 //! rejected with an [`error::Error`] naming the config field.
 
+pub mod chat_template;
 pub mod checkpoint;
 pub mod cli;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod generate;
 pub mod grpo;
 pub mod model;
 pub mod prompt;
+pub mod retrieve;
 pub mod runtime;
 pub mod tokenizer;
 pub mod train;

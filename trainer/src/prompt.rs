@@ -5,16 +5,22 @@
 //! paths to be named: every file as a `### <path>` header line followed by its text, files
 //! separated by a blank line, all inside one fenced block.
 //!
-//! Three renderings: [`PromptFormat::ChatMl`] for chat-tuned models (Qwen2's `<|im_start|>`
-//! turns; swerve does not run Jinja chat templates); [`PromptFormat::Plain`], the same
-//! instructions as plain text for models without a chat template; and [`PromptFormat::Bare`],
-//! the task alone, for tiny models trained from scratch that learn the format by supervised
-//! warm-up, where instructions would only lengthen every sequence.
+//! Four renderings: [`PromptFormat::Template`] for chat-tuned models, through the checkpoint's own
+//! Hugging Face chat template ([`crate::chat_template`]: the instructions as the system turn, the
+//! task as the user turn, an open assistant turn after them, as `transformers` renders it);
+//! [`PromptFormat::ChatMl`], Qwen2's `<|im_start|>` turns written out by swerve, for checkpoints
+//! without a template; [`PromptFormat::Plain`], the same instructions as plain text for models
+//! without a chat format; and [`PromptFormat::Bare`], the task alone, for tiny models trained from
+//! scratch that learn the format by supervised warm-up, where instructions would only lengthen
+//! every sequence.
 //!
 //! [`focus`] shortens the files to the regions an oracle change touches, for short CPU training
 //! sequences; it uses the answer, so it is for warm-up and demonstrations, not for evaluation.
 
 use std::collections::BTreeMap;
+
+use crate::chat_template::{ChatMessage, ChatTemplate};
+use crate::error::{Error, Result};
 
 /// What the prompt tells the model to do and how to lay out its answer.
 pub const INSTRUCTIONS: &str = "\
@@ -56,6 +62,9 @@ pub enum PromptFormat {
     /// ChatML turns (`<|im_start|>system … <|im_end|>`), as Qwen2 chat models expect, ending with
     /// an open assistant turn.
     ChatMl,
+    /// The checkpoint's own chat template (`tokenizer_config.json`), ending with an open
+    /// assistant turn. Rendering needs the template: see [`render`].
+    Template,
 }
 
 impl std::str::FromStr for PromptFormat {
@@ -66,8 +75,9 @@ impl std::str::FromStr for PromptFormat {
             "plain" => Ok(PromptFormat::Plain),
             "bare" => Ok(PromptFormat::Bare),
             "chatml" => Ok(PromptFormat::ChatMl),
+            "template" => Ok(PromptFormat::Template),
             other => Err(format!(
-                "unknown prompt format `{other}` (plain, bare, chatml)"
+                "unknown prompt format `{other}` (plain, bare, chatml, template)"
             )),
         }
     }
@@ -106,16 +116,33 @@ pub fn task_text(task: &Task<'_>) -> String {
 }
 
 /// The full prompt for `task` in `format`. The model's answer is expected to follow it directly.
-pub fn render(task: &Task<'_>, format: PromptFormat) -> String {
+///
+/// [`PromptFormat::Template`] renders through `chat_template`, the model's own, and fails with
+/// [`Error::NoChatTemplate`] without it, or with the template's error when it raises one; the
+/// other formats ignore it and do not fail.
+pub fn render(
+    task: &Task<'_>,
+    format: PromptFormat,
+    chat_template: Option<&ChatTemplate>,
+) -> Result<String> {
     let user = task_text(task);
-    match format {
+    Ok(match format {
         PromptFormat::Plain => format!("{INSTRUCTIONS}\n\n{user}\n\nAnswer:\n"),
         PromptFormat::Bare => format!("{user}\n\nAnswer:\n"),
         PromptFormat::ChatMl => format!(
             "<|im_start|>system\n{INSTRUCTIONS}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n\
              <|im_start|>assistant\n"
         ),
-    }
+        PromptFormat::Template => {
+            let messages = [
+                ChatMessage::new("system", INSTRUCTIONS),
+                ChatMessage::new("user", user),
+            ];
+            chat_template
+                .ok_or(Error::NoChatTemplate)?
+                .render(&messages, true)?
+        }
+    })
 }
 
 /// The files an oracle change touches, each cut down to its changed lines plus `radius` lines
@@ -224,15 +251,69 @@ mod tests {
             problem_statement: "Issue text",
             files: &files,
         };
-        let plain = render(&task, PromptFormat::Plain);
+        let plain = render(&task, PromptFormat::Plain, None).unwrap();
         assert!(plain.starts_with(INSTRUCTIONS));
         assert!(plain.ends_with("```\n\nAnswer:\n"));
-        let bare = render(&task, PromptFormat::Bare);
+        let bare = render(&task, PromptFormat::Bare, None).unwrap();
         assert_eq!(bare, format!("{}\n\nAnswer:\n", task_text(&task)));
-        let chat = render(&task, PromptFormat::ChatMl);
+        let chat = render(&task, PromptFormat::ChatMl, None).unwrap();
         assert!(chat.starts_with("<|im_start|>system\nYou are"));
         assert!(chat.ends_with("<|im_end|>\n<|im_start|>assistant\n"));
         assert!(chat.contains(&task_text(&task)));
+    }
+
+    fn fixture_template(name: &str) -> ChatTemplate {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/chat_templates")
+            .join(name);
+        ChatTemplate::from_checkpoint(&dir).unwrap().unwrap()
+    }
+
+    #[test]
+    fn qwen_template_renders_what_chatml_writes() {
+        let files = files(&[("a.py", "x = 1\n")]);
+        let task = Task {
+            problem_statement: "Issue text",
+            files: &files,
+        };
+        let qwen = fixture_template("qwen2.5-instruct");
+        assert_eq!(
+            render(&task, PromptFormat::Template, Some(&qwen)).unwrap(),
+            render(&task, PromptFormat::ChatMl, None).unwrap()
+        );
+    }
+
+    #[test]
+    fn llama_template_puts_instructions_after_its_date_header() {
+        let files = files(&[("a.py", "x = 1\n")]);
+        let task = Task {
+            problem_statement: "Issue text",
+            files: &files,
+        };
+        let llama = fixture_template("llama-3.1-instruct");
+        let prompt = render(&task, PromptFormat::Template, Some(&llama)).unwrap();
+        assert_eq!(
+            prompt,
+            format!(
+                "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n\
+                 Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n\
+                 {INSTRUCTIONS}<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n{}\
+                 <|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+                task_text(&task)
+            )
+        );
+    }
+
+    #[test]
+    fn template_format_without_a_template_is_an_error() {
+        let files = files(&[("a.py", "x = 1\n")]);
+        let task = Task {
+            problem_statement: "Issue text",
+            files: &files,
+        };
+        let err = render(&task, PromptFormat::Template, None).unwrap_err();
+        assert!(matches!(err, Error::NoChatTemplate), "{err}");
+        assert_eq!("template".parse(), Ok(PromptFormat::Template));
     }
 
     #[test]

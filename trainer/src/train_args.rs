@@ -59,7 +59,9 @@ pub struct RunArgs {
 /// How tasks become prompts.
 #[derive(Debug, clap::Args)]
 pub struct PromptArgs {
-    /// Prompt format: plain (instructions as text), bare (task only) or chatml
+    /// Prompt format: plain (instructions as text), bare (task only), chatml (Qwen2's turns as
+    /// swerve writes them) or template (the model's own chat template, from its
+    /// tokenizer_config.json)
     #[arg(long, default_value = "plain")]
     prompt_format: PromptFormat,
     /// Show only the oracle's changed regions with N context lines (training shortcut)

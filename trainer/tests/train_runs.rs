@@ -114,10 +114,11 @@ fn grpo_run(
         config.clone(),
         GrpoInputs {
             tasks: &tasks,
-            prompt_style: PromptStyle {
+            prompter: PromptStyle {
                 format: PromptFormat::Bare,
                 focus: None,
-            },
+            }
+            .into(),
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: None,
@@ -268,10 +269,11 @@ fn every_completion_is_executed_before_it_is_scored() {
         config.clone(),
         GrpoInputs {
             tasks: &tasks,
-            prompt_style: PromptStyle {
+            prompter: PromptStyle {
                 format: PromptFormat::Bare,
                 focus: None,
-            },
+            }
+            .into(),
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: Some(&executor),

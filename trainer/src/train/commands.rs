@@ -10,7 +10,7 @@ use dfdx::prelude::Cpu;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
 use swerve_host::{HostConfig, PluginSpec};
 
-use super::data::{PromptStyle, gold_examples, read_sft_examples, read_tasks};
+use super::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
 use super::metrics_log::{self, ReportTo, StepMetrics};
 use super::predict::{PredictSettings, predict};
@@ -198,6 +198,7 @@ pub fn run_grpo(
     let dev = Cpu::default();
     let tokenizer_path = cmd.source.model.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
+    let prompter = Prompter::for_model(cmd.prompt_style, &cmd.source.model)?;
     let tasks = read_tasks(&cmd.dataset)?;
     let rewards = PluginRewards::load(
         &cmd.plugins,
@@ -213,7 +214,7 @@ pub fn run_grpo(
         cmd.config.clone(),
         GrpoInputs {
             tasks: &tasks,
-            prompt_style: cmd.prompt_style,
+            prompter,
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: executor.as_deref(),
@@ -272,7 +273,10 @@ pub fn run_sft(
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let examples = match &cmd.data {
         SftData::Pairs(path) => read_sft_examples(path)?,
-        SftData::Gold(path, style) => gold_examples(&read_tasks(path)?, style),
+        SftData::Gold(path, style) => gold_examples(
+            &read_tasks(path)?,
+            &Prompter::for_model(*style, &cmd.source.model)?,
+        )?,
     };
     let initial = CausalLm::<f32, Cpu>::load(&cmd.source.model, &dev)?;
     let (model, resume) = resume_from(cmd.source.resume.as_deref(), &initial, &dev)?;
@@ -334,6 +338,7 @@ pub struct PredictCommand {
 pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize)) -> Result<f64> {
     let dev = Cpu::default();
     let tokenizer = Tokenizer::from_file(&cmd.model.join("tokenizer.json"))?;
+    let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
     let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
     let tasks = read_tasks(&cmd.dataset)?;
     let sampling = SamplingConfig {
@@ -346,7 +351,7 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
         &tokenizer,
         &tasks,
         PredictSettings {
-            style: &cmd.prompt_style,
+            prompter: &prompter,
             sampling: &sampling,
             batch: cmd.batch,
             model_name: &cmd.model.display().to_string(),

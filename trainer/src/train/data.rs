@@ -2,11 +2,13 @@
 //! their prompts, gold SEARCH/REPLACE completions, and prompt/completion pairs for SFT.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use swerve_swebench::Instance;
 
+use crate::chat_template::{CONFIG_FILE, ChatTemplate};
 use crate::error::{Error, Result};
 use crate::prompt::{self, PromptFormat, Task};
 
@@ -48,21 +50,67 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
         .collect()
 }
 
-/// How a task becomes a prompt.
+/// How a task becomes a prompt, as chosen: the flags' side of a [`Prompter`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PromptStyle {
-    /// Plain text or ChatML.
+    /// Plain text, ChatML or the model's chat template.
     pub format: PromptFormat,
     /// Show only the oracle's changed regions with this many context lines ([`prompt::focus`]);
     /// `None` shows every file of `code_context` in full.
     pub focus: Option<usize>,
 }
 
-impl PromptStyle {
-    /// The prompt for `task`.
-    pub fn render(&self, task: &Instance) -> String {
+/// A [`PromptStyle`] ready to render tasks: with the model's chat template when the style's
+/// format is [`PromptFormat::Template`].
+#[derive(Debug, Clone)]
+pub struct Prompter {
+    style: PromptStyle,
+    chat_template: Option<Arc<ChatTemplate>>,
+}
+
+/// A prompter without a chat template: right for every format but [`PromptFormat::Template`],
+/// whose rendering then fails with [`Error::NoChatTemplate`].
+impl From<PromptStyle> for Prompter {
+    fn from(style: PromptStyle) -> Self {
+        Self {
+            style,
+            chat_template: None,
+        }
+    }
+}
+
+impl Prompter {
+    /// `style` for the model in `dir`: with the model's chat template when the format is
+    /// [`PromptFormat::Template`] (an error naming the model's `tokenizer_config.json` when it has
+    /// none); other formats read nothing.
+    pub fn for_model(style: PromptStyle, dir: &Path) -> Result<Self> {
+        if style.format != PromptFormat::Template {
+            return Ok(style.into());
+        }
+        let template = ChatTemplate::from_checkpoint(dir)?.ok_or_else(|| Error::ChatTemplate {
+            path: dir.join(CONFIG_FILE),
+            reason: "the model has no chat template (no `chat_template` field, no \
+                     chat_template.jinja beside it); use --prompt-format chatml or plain"
+                .into(),
+        })?;
+        Ok(Self {
+            style,
+            chat_template: Some(Arc::new(template)),
+        })
+    }
+
+    /// Whether the prompt is encoded with the tokenizer's special tokens (the BOS its
+    /// post-processor adds): not for a chat template, whose text already starts with the tokens
+    /// the model expects, as `transformers` and TRL encode it (`add_special_tokens=False`).
+    pub fn add_special_tokens(&self) -> bool {
+        self.style.format != PromptFormat::Template
+    }
+
+    /// The prompt for `task`; fails only for [`PromptFormat::Template`] (no template loaded, or
+    /// the template raised an error).
+    pub fn render(&self, task: &Instance) -> Result<String> {
         let focused;
-        let files = match self.focus {
+        let files = match self.style.focus {
             Some(radius) => {
                 focused = prompt::focus(&task.code_context, &task.oracle_new_content, radius);
                 &focused
@@ -74,7 +122,8 @@ impl PromptStyle {
                 problem_statement: task.problem_statement.as_deref().unwrap_or_default(),
                 files,
             },
-            self.format,
+            self.style.format,
+            self.chat_template.as_deref(),
         )
     }
 }
@@ -125,12 +174,14 @@ fn render_block(path: &str, search: &str, replace: &str) -> String {
 }
 
 /// SFT examples from tasks: each task's prompt with its gold completion.
-pub fn gold_examples(tasks: &[Instance], style: &PromptStyle) -> Vec<SftExample> {
+pub fn gold_examples(tasks: &[Instance], prompter: &Prompter) -> Result<Vec<SftExample>> {
     tasks
         .iter()
-        .map(|t| SftExample {
-            prompt: style.render(t),
-            completion: gold_completion(t),
+        .map(|t| {
+            Ok(SftExample {
+                prompt: prompter.render(t)?,
+                completion: gold_completion(t),
+            })
         })
         .collect()
 }

@@ -23,7 +23,7 @@ use std::time::Instant;
 use dfdx::prelude::Cpu;
 use serde::{Deserialize, Serialize};
 
-use super::data::{PromptStyle, gold_examples, read_tasks};
+use super::data::{PromptStyle, Prompter, gold_examples, read_tasks};
 use super::grpo::{GrpoInputs, GrpoTrainer};
 use super::metrics_log::{self, ReportTo, StepMetrics};
 use super::predict::{PredictSettings, predict};
@@ -206,11 +206,12 @@ pub fn run(
         format: PromptFormat::Bare,
         focus: Some(config.demo.focus_lines),
     };
+    let prompter = Prompter::from(style);
 
     // Supervised warm-up.
     let phase = Instant::now();
     let sft_dir = paths.out.join("sft");
-    let examples = gold_examples(&tasks, &style);
+    let examples = gold_examples(&tasks, &prompter)?;
     let mut sft = SftTrainer::new(
         config.sft.clone(),
         &examples,
@@ -244,7 +245,7 @@ pub fn run(
         config.grpo.clone(),
         GrpoInputs {
             tasks: &tasks,
-            prompt_style: style,
+            prompter: prompter.clone(),
             tokenizer: &tokenizer,
             rewards,
             executor,
@@ -286,7 +287,7 @@ pub fn run(
         &tokenizer,
         &tasks,
         PredictSettings {
-            style: &style,
+            prompter: &prompter,
             sampling: &sampling,
             batch: tasks.len(),
             model_name: PREDICTIONS_MODEL_NAME,

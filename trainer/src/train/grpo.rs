@@ -27,7 +27,7 @@ use rand::{SeedableRng, rngs::StdRng};
 use swerve_host::{Execution, Sample};
 
 use super::batch::{Packed, pack};
-use super::data::PromptStyle;
+use super::data::Prompter;
 use super::metrics_log::StepMetrics;
 use super::objective::{MicroBatch, ObjectiveSums, grpo_loss};
 use super::patch::completion_patch;
@@ -56,7 +56,7 @@ pub struct GrpoInputs<'a> {
     /// The tasks (one prompt each).
     pub tasks: &'a [Instance],
     /// How a task becomes a prompt.
-    pub prompt_style: PromptStyle,
+    pub prompter: Prompter,
     /// The policy's tokenizer.
     pub tokenizer: &'a Tokenizer,
     /// The reward functions.
@@ -135,6 +135,9 @@ impl<'s> ExecutionSubmitter<'s> {
 pub struct GrpoTrainer<'a, D: Kernels<f32>> {
     config: GrpoConfig,
     inputs: GrpoInputs<'a>,
+    /// Each task's prompt as text (what reward plugins see), rendered once.
+    prompt_texts: Vec<String>,
+    /// The same prompts as token ids.
     prompts: Vec<Vec<u32>>,
     /// The policy being trained.
     pub policy: CausalLm<f32, D>,
@@ -172,14 +175,15 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                 reason: "GRPO needs at least one reward function".into(),
             });
         }
-        let prompts = inputs
+        let prompt_texts = inputs
             .tasks
             .iter()
-            .map(|t| {
-                inputs
-                    .tokenizer
-                    .encode(&inputs.prompt_style.render(t), true)
-            })
+            .map(|t| inputs.prompter.render(t))
+            .collect::<Result<Vec<_>>>()?;
+        let add_special_tokens = inputs.prompter.add_special_tokens();
+        let prompts = prompt_texts
+            .iter()
+            .map(|p| inputs.tokenizer.encode(p, add_special_tokens))
             .collect::<Result<Vec<_>>>()?;
         let generate_every = generate_every(&config);
         let total_steps = total_steps(&config, inputs.tasks.len());
@@ -218,6 +222,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         Ok(Self {
             config,
             inputs,
+            prompt_texts,
             prompts,
             policy,
             reference,
@@ -544,7 +549,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         let row = &self.inputs.tasks[task];
         Sample {
             id: format!("{}:{}:{index}", row.instance_id, self.state.generation),
-            prompt: self.inputs.prompt_style.render(row),
+            prompt: self.prompt_texts[task].clone(),
             completion: completion.to_owned(),
             code_context: row.code_context.clone(),
             oracle_new_content: row.oracle_new_content.clone(),

@@ -3,7 +3,7 @@
 
 use crate::model::Kernels;
 
-use super::data::PromptStyle;
+use super::data::Prompter;
 use super::patch::completion_patch;
 use crate::error::Result;
 use crate::generate::{SamplingConfig, generate};
@@ -27,7 +27,7 @@ pub struct Predicted {
 #[derive(Debug, Clone, Copy)]
 pub struct PredictSettings<'a> {
     /// Prompt rendering (as in training).
-    pub style: &'a PromptStyle,
+    pub prompter: &'a Prompter,
     /// Sampling; `seed` is offset per batch.
     pub sampling: &'a SamplingConfig,
     /// Tasks per generation batch.
@@ -46,7 +46,7 @@ pub fn predict<D: Kernels<f32>>(
     on_batch: &mut dyn FnMut(usize, usize),
 ) -> Result<Vec<Predicted>> {
     let PredictSettings {
-        style,
+        prompter,
         sampling,
         batch,
         model_name,
@@ -55,7 +55,7 @@ pub fn predict<D: Kernels<f32>>(
     for (b, chunk) in tasks.chunks(batch.max(1)).enumerate() {
         let prompts = chunk
             .iter()
-            .map(|t| tokenizer.encode(&style.render(t), true))
+            .map(|t| tokenizer.encode(&prompter.render(t)?, prompter.add_special_tokens()))
             .collect::<Result<Vec<_>>>()?;
         let config = SamplingConfig {
             seed: sampling.seed.wrapping_add(b as u64),
