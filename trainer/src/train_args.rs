@@ -173,6 +173,26 @@ pub struct PredictArgs {
     /// Tasks per generation batch
     #[arg(long, default_value_t = 8)]
     batch: usize,
+    /// Build every row's context from its repository at its base commit: `bm25` (BM25 of the
+    /// files against the issue) or `oracle` (the files the gold patch edits); needs --repos
+    #[arg(long, value_enum, requires = "repos")]
+    retriever: Option<RetrieverArg>,
+    /// Folder of bare mirrors `<owner>/<name>.git` (the layout `curate` reads)
+    #[arg(long, requires = "retriever")]
+    repos: Option<PathBuf>,
+    /// Most tokens of a prompt with --retriever (default: the model's context length less
+    /// --max-new-tokens); files that do not fit are left out in rank order
+    #[arg(long, requires = "retriever")]
+    max_prompt_tokens: Option<usize>,
+}
+
+/// `--retriever`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum RetrieverArg {
+    /// BM25 over the repository's files, the issue as the query.
+    Bm25,
+    /// The files the gold patch edits.
+    Oracle,
 }
 
 /// `trainer demo`.
@@ -292,6 +312,14 @@ pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
         },
         batch: args.batch,
         output: args.output.clone(),
+        retrieval: args.retriever.map(|r| commands::RetrievalSpec {
+            retriever: match r {
+                RetrieverArg::Bm25 => swerve_trainer::train::retrieval::Retriever::Bm25,
+                RetrieverArg::Oracle => swerve_trainer::train::retrieval::Retriever::Oracle,
+            },
+            repos: args.repos.clone().unwrap_or_default(),
+            max_prompt_tokens: args.max_prompt_tokens,
+        }),
     };
     let mut progress = Progress::new("predict", "task")?;
     let reward = commands::run_predict(&cmd, &mut |done, total| {

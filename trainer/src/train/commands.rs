@@ -2,6 +2,7 @@
 //! parsed, typed arguments, loads what they name, runs, and writes its outputs, so that the
 //! binary only parses flags and draws progress.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
 use crate::model::CausalLm;
 use crate::tokenizer::Tokenizer;
+use swerve_swebench::{Instance, Prediction};
 
 /// A settings file plus `KEY=VALUE` overrides (TOML values; a value that is not valid TOML is
 /// taken as a string), merged into one TOML table.
@@ -331,6 +333,33 @@ pub struct PredictCommand {
     pub batch: usize,
     /// The predictions file (SWE-bench JSONL).
     pub output: PathBuf,
+    /// Build each row's context from its repository (rows without `code_context`).
+    pub retrieval: Option<RetrievalSpec>,
+}
+
+/// `trainer predict --retriever …`: where repositories are and how files are chosen.
+#[derive(Debug, Clone)]
+pub struct RetrievalSpec {
+    /// The retriever.
+    pub retriever: super::retrieval::Retriever,
+    /// Folder of bare mirrors `<owner>/<name>.git`.
+    pub repos: PathBuf,
+    /// Most prompt tokens (default: the model's context less `max_new_tokens`).
+    pub max_prompt_tokens: Option<usize>,
+}
+
+/// `<output>` with `.retrieval.jsonl` in place of its extension: where retrieval's per-row
+/// report goes.
+pub fn retrieval_report_path(output: &Path) -> PathBuf {
+    output.with_extension("retrieval.jsonl")
+}
+
+/// Writes `text` to `path`, making its folder.
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs_err::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    fs_err::write(path, text).map_err(|e| Error::io(path, e))
 }
 
 /// Runs `trainer predict`; returns the mean SWE-RL reward of the completions. `on_batch` sees
@@ -340,32 +369,75 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
     let tokenizer = Tokenizer::from_file(&cmd.model.join("tokenizer.json"))?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
     let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
-    let tasks = read_tasks(&cmd.dataset)?;
+    let mut tasks = read_tasks(&cmd.dataset)?;
     let sampling = SamplingConfig {
         eos_token_ids: model.config.eos_token_ids.clone(),
         pad_token_id: super::grpo::pad_token(&model),
         ..cmd.sampling.clone()
     };
+    let model_name = cmd.model.display().to_string();
+    // Rows without a context (a missing mirror or commit, nothing fits): an empty prediction.
+    let mut failed = BTreeMap::new();
+    if let Some(spec) = &cmd.retrieval {
+        let budget = spec.max_prompt_tokens.unwrap_or_else(|| {
+            model
+                .config
+                .max_position_embeddings
+                .saturating_sub(sampling.max_new_tokens)
+        });
+        let mut lines = String::new();
+        let mut reports = Vec::new();
+        for task in &mut tasks {
+            let report = super::retrieval::fill_context(
+                task,
+                &spec.repos,
+                spec.retriever,
+                &prompter,
+                &tokenizer,
+                budget,
+            )?;
+            if let Some(error) = &report.error {
+                eprintln!(
+                    "{}: {error}; predicted with an empty patch",
+                    task.instance_id
+                );
+                failed.insert(task.instance_id.clone(), ());
+            }
+            lines.push_str(&serde_json::to_string(&report).expect("json"));
+            lines.push('\n');
+            reports.push(report);
+        }
+        let path = retrieval_report_path(&cmd.output);
+        write_file(&path, &lines)?;
+        eprintln!("{}", super::retrieval::summary(&reports, budget));
+    }
+    let (to_generate, skipped): (Vec<Instance>, Vec<Instance>) = tasks
+        .into_iter()
+        .partition(|t| !failed.contains_key(&t.instance_id));
     let predicted = predict(
         &model,
         &tokenizer,
-        &tasks,
+        &to_generate,
         PredictSettings {
             prompter: &prompter,
             sampling: &sampling,
             batch: cmd.batch,
-            model_name: &cmd.model.display().to_string(),
+            model_name: &model_name,
         },
         on_batch,
     )?;
-    let lines: String = predicted
+    let mut predictions: Vec<Prediction> = predicted.iter().map(|p| p.prediction.clone()).collect();
+    predictions.extend(skipped.iter().map(|t| Prediction {
+        instance_id: t.instance_id.clone(),
+        model_name_or_path: Some(model_name.clone()),
+        model_patch: Some(String::new()),
+    }));
+    predictions.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
+    let lines: String = predictions
         .iter()
-        .map(|p| serde_json::to_string(&p.prediction).expect("predictions serialise") + "\n")
+        .map(|p| serde_json::to_string(p).expect("predictions serialise") + "\n")
         .collect();
-    if let Some(dir) = cmd.output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs_err::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
-    fs_err::write(&cmd.output, lines).map_err(|e| Error::io(&cmd.output, e))?;
+    write_file(&cmd.output, &lines)?;
     let total: f64 = predicted.iter().map(|p| p.swe_rl_reward).sum();
     Ok(total / predicted.len().max(1) as f64)
 }

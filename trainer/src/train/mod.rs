@@ -19,6 +19,7 @@ pub mod objective;
 pub mod patch;
 pub mod plot;
 pub mod predict;
+pub mod retrieval;
 pub mod rewards;
 pub mod schedule;
 pub mod sft;

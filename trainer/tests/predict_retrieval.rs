@@ -1,0 +1,192 @@
+//! `trainer predict --retriever` on rows without `code_context`: swerve-mini's rows with their
+//! context removed, the repositories as bare mirrors (cloned from the dataset's bundles, the
+//! layout `curate` reads), BM25 and oracle retrieval within a token budget, a per-row report
+//! with recall@k, bad rows predicted with an empty patch; then `harness run` evaluates the
+//! predictions in Docker.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
+}
+
+/// Bare mirrors `<dir>/swerve/<name>.git` of swerve-mini's repositories.
+fn mirrors(dir: &Path) -> PathBuf {
+    let repos = dir.join("repos");
+    for name in ["inicfg", "spans", "textkit"] {
+        let bundle = root().join(format!("harness/datasets/swerve-mini/repos/{name}.bundle"));
+        let status = Command::new("git")
+            .args(["clone", "-q", "--mirror"])
+            .arg(&bundle)
+            .arg(repos.join(format!("swerve/{name}.git")))
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "cannot mirror {}", bundle.display());
+    }
+    repos
+}
+
+/// swerve-mini's rows without `code_context`, plus a row whose repository has no mirror.
+fn rows(dir: &Path) -> PathBuf {
+    let text =
+        std::fs::read_to_string(root().join("harness/datasets/swerve-mini/swerve-mini.jsonl"))
+            .unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut row: serde_json::Value = serde_json::from_str(line).unwrap();
+        row.as_object_mut().unwrap().remove("code_context");
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    let path = dir.join("rows.jsonl");
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+fn predict(dir: &Path, retriever: &str, extra: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let output = dir.join(format!("{retriever}.jsonl"));
+    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .current_dir(dir)
+        .arg("predict")
+        .arg("--model")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2"))
+        .args(["--dataset", "rows.jsonl", "--output"])
+        .arg(&output)
+        .args(["--retriever", retriever, "--repos", "repos"])
+        .args([
+            "--prompt-format",
+            "bare",
+            "--max-new-tokens",
+            "4",
+            "--batch",
+            "4",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let report = std::fs::read_to_string(dir.join(format!("{retriever}.retrieval.jsonl")))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (stderr, report)
+}
+
+#[test]
+fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
+    let dir = tempfile::tempdir().unwrap();
+    mirrors(dir.path());
+    rows(dir.path());
+
+    // Oracle: exactly the gold files, recall 1.
+    // The fixture model's own context (128 positions) holds no file; these budgets are explicit.
+    let wide = ["--max-prompt-tokens", "4096"];
+    let (_, oracle) = predict(dir.path(), "oracle", &wide);
+    assert_eq!(oracle.len(), 13);
+    for row in &oracle {
+        assert!(row.get("error").is_none(), "{row}");
+        assert_eq!(row["shown"], row["gold_files"], "{row}");
+        assert_eq!(row["recall_at_5"], 1.0, "{row}");
+    }
+
+    // BM25: every row gets files; recall is measured per row and reported.
+    let (stderr, bm25) = predict(dir.path(), "bm25", &wide);
+    assert!(
+        stderr.contains("retrieval bm25: 13 rows, recall@1 "),
+        "{stderr}"
+    );
+    let recall5: f64 = bm25
+        .iter()
+        .map(|r| r["recall_at_5"].as_f64().unwrap())
+        .sum::<f64>()
+        / 13.0;
+    assert!(recall5 >= 0.5, "BM25 recall@5 {recall5}: {bm25:?}");
+    for row in &bm25 {
+        assert!(!row["shown"].as_array().unwrap().is_empty(), "{row}");
+        assert!(row["prompt_tokens"].as_u64().unwrap() > 0);
+    }
+
+    // A small budget leaves files out and says how many; a budget below the bare prompt gives
+    // empty predictions, not a failed run.
+    let (_, tight) = predict(dir.path(), "bm25", &["--max-prompt-tokens", "600"]);
+    assert!(tight.iter().any(|r| r["left_out"].as_u64().unwrap() > 0));
+    assert!(
+        tight
+            .iter()
+            .all(|r| r["prompt_tokens"].as_u64().unwrap() <= 600 || r.get("error").is_some())
+    );
+    // The default budget is the model's context less --max-new-tokens: 124 here.
+    let (stderr, none) = predict(dir.path(), "bm25", &[]);
+    assert!(stderr.contains("(budget 124)"), "{stderr}");
+    assert!(none.iter().all(|r| r.get("error").is_some()));
+    assert!(stderr.contains("13 rows without a context"), "{stderr}");
+    let predictions = std::fs::read_to_string(dir.path().join("bm25.jsonl")).unwrap();
+    assert_eq!(predictions.lines().count(), 13);
+    assert!(
+        predictions
+            .lines()
+            .all(|l| l.contains("\"model_patch\":\"\""))
+    );
+
+    // A row whose repository has no mirror: a message and an empty patch.
+    std::fs::remove_dir_all(dir.path().join("repos/swerve/spans.git")).unwrap();
+    let (stderr, partial) = predict(dir.path(), "bm25", &wide);
+    let missing: Vec<_> = partial
+        .iter()
+        .filter(|r| r.get("error").is_some())
+        .collect();
+    assert_eq!(missing.len(), 5, "{stderr}");
+    assert!(stderr.contains("no clone at"), "{stderr}");
+
+    // The predictions evaluate in Docker (the tiny model's patches are empty or do not apply).
+    let source = swerve_harness::run::source::resolve("swerve-mini", "test", None).unwrap();
+    let predictions =
+        swerve_swebench::predictions::read_predictions(&dir.path().join("bm25.jsonl")).unwrap();
+    assert_eq!(predictions.len(), 13);
+    let host = swerve_host::Host::new(swerve_host::HostConfig::default()).unwrap();
+    let evaluator = host
+        .load_evaluator(
+            &swerve_host::bundled::expect("swebench-parsers"),
+            &Default::default(),
+        )
+        .unwrap();
+    let config = swerve_harness::run::RunConfig {
+        run_id: format!("predict-{}", std::process::id()),
+        instance_ids: Vec::new(),
+        predictions,
+        max_workers: 2,
+        timeout: std::time::Duration::from_secs(300),
+        log_root: dir.path().join("logs"),
+        report_dir: dir.path().to_owned(),
+        mode: swerve_harness::run::Mode::Hardened,
+        resume: swerve_harness::run::cache::Resume::Content,
+        limits: Default::default(),
+        source,
+    };
+    struct Quiet;
+    impl swerve_harness::run::Progress for Quiet {
+        fn message(&self, _: &str) {}
+        fn start(&self, _: usize, _: usize) {}
+        fn done(&self, _: &swerve_harness::run::InstanceResult) {}
+    }
+    let summary = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(swerve_harness::run::run(&config, "test", evaluator, &Quiet))
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary.report_file).unwrap()).unwrap();
+    assert_eq!(report["submitted_instances"], 13, "{report}");
+    assert_eq!(
+        report["error_instances"].as_u64().unwrap()
+            + report["completed_instances"].as_u64().unwrap()
+            + report["empty_patch_instances"].as_u64().unwrap(),
+        13,
+        "{report}"
+    );
+}
