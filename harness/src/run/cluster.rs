@@ -5,7 +5,7 @@
 //! Docker engine, sweeps, makes the images and reuses finished results first, so that only
 //! what is left is submitted. It deals those instances round-robin to the array's tasks
 //! ([`swerve_slurm::deal`]), submits the array, follows it with `squeue` and reads each task's
-//! progress lines (one [`Finished`] per instance) from the shared run folder. Instances that
+//! progress lines (one per finished instance) from the shared run folder. Instances that
 //! ended in an infrastructure error are submitted once more, as a second array; the run report
 //! is then written from the instances' files exactly as a local run writes it.
 //!
