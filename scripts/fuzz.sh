@@ -11,7 +11,10 @@
 # used CPU_SECONDS of CPU (user + system, as the shell's `time` measures it), so a run that shares
 # the machine (JOBS, `nice`) still gets the CPU time asked for. A crash is written to
 # fuzz/artifacts/<target>/ and makes the script exit 1 after the other targets ran. JOBS
-# (default 1) runs targets side by side.
+# (default 1) runs targets side by side. FUZZ_TIMEOUT (default 10) is libFuzzer's per-input
+# timeout in seconds of *wall* time: raise it when the fuzzers share a loaded machine, or slow
+# inputs are reported as timeouts. Every chunk appends `CPU_SECONDS RUNS EXIT` to
+# target/fuzz-logs/<target>.chunks, so the CPU time of interrupted or repeated runs adds up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -36,7 +39,7 @@ run_one() {
         rc=0
         TIMEFORMAT='%U %S'
         { time cargo +nightly fuzz run -O "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
-            -max_total_time="$wall" -rss_limit_mb=2048 -timeout=10 >"$chunk_log" 2>&1; } \
+            -max_total_time="$wall" -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-10}" >"$chunk_log" 2>&1; } \
             2>"$chunk_log.time" || rc=$?
         cat "$chunk_log" >>"$log"
         ((rc == 0)) || status=FOUND
@@ -44,6 +47,7 @@ run_one() {
         cpu=$((cpu + ${user%.*} + ${sys%.*}))
         chunk_runs=$(grep -oE 'Done [0-9]+ runs' "$chunk_log" | grep -oE '[0-9]+' || echo 0)
         runs=$((runs + chunk_runs))
+        echo "$((${user%.*} + ${sys%.*})) $chunk_runs $rc" >>"target/fuzz-logs/$t.chunks"
     done
     printf '%-18s %6s CPU-s %12s execs  %s\n' "$t" "$cpu" "$runs" "$status"
     [[ $status == ok ]]

@@ -28,7 +28,12 @@ fn plugin() -> &'static RewardPlugin {
     })
 }
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(
+    // Compiling the plugin takes seconds: done before fuzzing, outside the per-input timeout.
+    init: {
+        plugin();
+    },
+    |data: &[u8]| {
     let sample = Sample {
         id: "fuzz".into(),
         completion: String::from_utf8_lossy(data).into_owned(),
@@ -58,4 +63,5 @@ fuzz_target!(|data: &[u8]| {
             serde_json::to_string(failure).expect("a failure serialises");
         }
     }
-});
+}
+);
