@@ -411,6 +411,7 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
         write_file(&path, &lines)?;
         eprintln!("{}", super::retrieval::summary(&reports, budget));
     }
+    let order: Vec<String> = tasks.iter().map(|t| t.instance_id.clone()).collect();
     let (to_generate, skipped): (Vec<Instance>, Vec<Instance>) = tasks
         .into_iter()
         .partition(|t| !failed.contains_key(&t.instance_id));
@@ -426,16 +427,23 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
         },
         on_batch,
     )?;
-    let mut predictions: Vec<Prediction> = predicted.iter().map(|p| p.prediction.clone()).collect();
-    predictions.extend(skipped.iter().map(|t| Prediction {
-        instance_id: t.instance_id.clone(),
-        model_name_or_path: Some(model_name.clone()),
-        model_patch: Some(String::new()),
-    }));
-    predictions.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
-    let lines: String = predictions
+    // In the dataset's order, the rows without a context with an empty patch.
+    let mut by_id: BTreeMap<String, Prediction> = predicted
         .iter()
-        .map(|p| serde_json::to_string(p).expect("predictions serialise") + "\n")
+        .map(|p| (p.prediction.instance_id.clone(), p.prediction.clone()))
+        .collect();
+    by_id.extend(skipped.iter().map(|t| {
+        let empty = Prediction {
+            instance_id: t.instance_id.clone(),
+            model_name_or_path: Some(model_name.clone()),
+            model_patch: Some(String::new()),
+        };
+        (t.instance_id.clone(), empty)
+    }));
+    let lines: String = order
+        .iter()
+        .filter_map(|id| by_id.remove(id))
+        .map(|p| serde_json::to_string(&p).expect("predictions serialise") + "\n")
         .collect();
     write_file(&cmd.output, &lines)?;
     let total: f64 = predicted.iter().map(|p| p.swe_rl_reward).sum();
