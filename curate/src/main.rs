@@ -172,14 +172,7 @@ fn shard_dir(output: &std::path::Path, index: usize) -> PathBuf {
 /// until every task ended, then the shards merged into `output` as one process writes it.
 fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funnel> {
     swerve_slurm::check(&args.slurm_args, args.slurm_tasks)?;
-    let exe = std::env::current_exe().context("cannot find this binary's path")?;
-    let mut command = vec![exe.display().to_string()];
-    for arg in std::env::args_os().skip(1) {
-        command.push(
-            arg.into_string()
-                .map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8"))?,
-        );
-    }
+    let command = swerve_slurm::this_command()?;
     let round = output.dir.join(".slurm");
     // Shards of an earlier attempt are redone: a shard is one task's whole output.
     let _ = fs_err::remove_dir_all(&round);

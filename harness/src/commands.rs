@@ -344,7 +344,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
             let options = SlurmOptions {
                 sbatch_args: args.slurm_args.clone(),
                 tasks: args.slurm_tasks,
-                command: task_command()?,
+                command: swerve_slurm::this_command()?,
                 chdir: std::env::current_dir().context("the current folder")?,
             };
             runtime()?.block_on(cluster::submit(&config, split, &progress, &options))?
@@ -376,19 +376,6 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
         return Ok(std::process::ExitCode::from(3));
     }
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-/// What an array task runs: this binary, by its absolute path, with this process's arguments.
-fn task_command() -> anyhow::Result<Vec<String>> {
-    let exe = std::env::current_exe().context("cannot find this binary's path")?;
-    let mut command = vec![exe.display().to_string()];
-    for arg in std::env::args_os().skip(1) {
-        command.push(
-            arg.into_string()
-                .map_err(|a| anyhow::anyhow!("argument {a:?} is not UTF-8"))?,
-        );
-    }
-    Ok(command)
 }
 
 /// `harness report`.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-use bollard::models::ContainerCreateBody;
+use bollard::models::{ContainerCreateBody, ContainerSummary};
 use bollard::query_parameters::{
     CreateContainerOptions, DownloadFromContainerOptions, ListContainersOptions,
     RemoveContainerOptions, UploadToContainerOptions,
@@ -350,9 +350,9 @@ impl Sandbox {
         Ok(container)
     }
 
-    /// The ids of every container labelled `swerve.managed=true` (and, with `run_id`, also
-    /// labelled with that run id), running or not.
-    pub async fn list(&self, run_id: Option<&str>) -> Result<Vec<String>> {
+    /// Every container labelled `swerve.managed=true` (and, with `run_id`, also labelled with
+    /// that run id), running or not, with its labels.
+    async fn managed(&self, run_id: Option<&str>) -> Result<Vec<ContainerSummary>> {
         let client = &self.client;
         let mut labels = vec![format!("{LABEL_MANAGED}=true")];
         if let Some(run) = run_id {
@@ -363,26 +363,36 @@ impl Sandbox {
             filters: Some([("label".to_owned(), labels)].into_iter().collect()),
             ..Default::default()
         };
-        let limit = client.config.timeouts.api;
-        let found = within(
-            limit,
+        within(
+            client.config.timeouts.api,
             "list containers",
             "swerve",
             client.docker.list_containers(Some(options)),
         )
         .await?
-        .map_err(|e| Error::List { source: e.into() })?;
+        .map_err(|e| Error::List { source: e.into() })
+    }
+
+    /// Removes the containers `ids`; returns them.
+    async fn remove_all(&self, ids: Vec<String>) -> Result<Vec<String>> {
+        let limit = self.client.config.timeouts.api;
+        for id in &ids {
+            remove_container(&self.client.docker, id, limit).await?;
+        }
+        Ok(ids)
+    }
+
+    /// The ids of every container labelled `swerve.managed=true` (and, with `run_id`, also
+    /// labelled with that run id), running or not.
+    pub async fn list(&self, run_id: Option<&str>) -> Result<Vec<String>> {
+        let found = self.managed(run_id).await?;
         Ok(found.into_iter().filter_map(|c| c.id).collect())
     }
 
     /// Remove every container [`Sandbox::list`] finds for `run_id` (all swerve containers with
     /// `None`), running or not: the leftovers of crashed runs. Returns the ids removed.
     pub async fn sweep(&self, run_id: Option<&str>) -> Result<Vec<String>> {
-        let limit = self.client.config.timeouts.api;
-        let removed = self.list(run_id).await?;
-        for id in &removed {
-            remove_container(&self.client.docker, id, limit).await?;
-        }
+        let removed = self.remove_all(self.list(run_id).await?).await?;
         if !removed.is_empty() {
             tracing::info!(count = removed.len(), ?run_id, "swept containers");
         }
@@ -393,37 +403,20 @@ impl Sandbox {
     /// executor's executions (`<prefix>-<n>` each) left when its process was stopped. Returns the
     /// ids removed.
     pub async fn sweep_run_prefix(&self, prefix: &str) -> Result<Vec<String>> {
-        let client = &self.client;
-        let limit = client.config.timeouts.api;
-        let options = ListContainersOptions {
-            all: true,
-            filters: Some(
-                [("label".to_owned(), vec![format!("{LABEL_MANAGED}=true")])]
-                    .into_iter()
-                    .collect(),
-            ),
-            ..Default::default()
-        };
-        let found = within(
-            limit,
-            "list containers",
-            "swerve",
-            client.docker.list_containers(Some(options)),
-        )
-        .await?
-        .map_err(|e| Error::List { source: e.into() })?;
         let wanted = format!("{prefix}-");
-        let mut removed = Vec::new();
-        for c in found {
-            let run = c.labels.as_ref().and_then(|l| l.get(LABEL_RUN_ID));
-            if let (Some(id), Some(run)) = (c.id, run)
-                && run.starts_with(&wanted)
-            {
-                remove_container(&client.docker, &id, limit).await?;
-                removed.push(id);
-            }
-        }
-        Ok(removed)
+        let ids = self
+            .managed(None)
+            .await?
+            .into_iter()
+            .filter(|c| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_RUN_ID))
+                    .is_some_and(|run| run.starts_with(&wanted))
+            })
+            .filter_map(|c| c.id)
+            .collect();
+        self.remove_all(ids).await
     }
 
     /// Remove the containers of `run_id` labelled with one of `instance_ids`, running or not: what
@@ -434,34 +427,19 @@ impl Sandbox {
         run_id: &str,
         instance_ids: &[String],
     ) -> Result<Vec<String>> {
-        let client = &self.client;
-        let limit = client.config.timeouts.api;
-        let mut removed = Vec::new();
-        for instance in instance_ids {
-            let labels = vec![
-                format!("{LABEL_MANAGED}=true"),
-                format!("{LABEL_RUN_ID}={run_id}"),
-                format!("{LABEL_INSTANCE_ID}={instance}"),
-            ];
-            let options = ListContainersOptions {
-                all: true,
-                filters: Some([("label".to_owned(), labels)].into_iter().collect()),
-                ..Default::default()
-            };
-            let found = within(
-                limit,
-                "list containers",
-                "swerve",
-                client.docker.list_containers(Some(options)),
-            )
+        let ids = self
+            .managed(Some(run_id))
             .await?
-            .map_err(|e| Error::List { source: e.into() })?;
-            for id in found.into_iter().filter_map(|c| c.id) {
-                remove_container(&client.docker, &id, limit).await?;
-                removed.push(id);
-            }
-        }
-        Ok(removed)
+            .into_iter()
+            .filter(|c| {
+                c.labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_INSTANCE_ID))
+                    .is_some_and(|id| instance_ids.contains(id))
+            })
+            .filter_map(|c| c.id)
+            .collect();
+        self.remove_all(ids).await
     }
 }
 

@@ -329,6 +329,20 @@ pub fn submit(spec: &ArraySpec) -> Result<ArrayJob, SlurmError> {
 /// Whether an array is being followed now: an interrupt then cancels it first.
 static FOLLOWING: AtomicBool = AtomicBool::new(false);
 
+/// What an array task runs to repeat this process: its binary by absolute path and the
+/// arguments it was given.
+pub fn this_command() -> Result<Vec<String>, SlurmError> {
+    let exe = std::env::current_exe()?;
+    let mut command = vec![exe.display().to_string()];
+    for arg in std::env::args_os().skip(1) {
+        command.push(
+            arg.into_string()
+                .map_err(|a| SlurmError::TaskEnv(format!("argument {a:?} is not UTF-8")))?,
+        );
+    }
+    Ok(command)
+}
+
 /// Set by the first Ctrl-C or SIGTERM while an array is followed. Outside [`ArrayJob::follow`]
 /// (a trainer between two batches) an interrupt ends the process at once, as without the
 /// handler.
