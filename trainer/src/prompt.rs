@@ -14,6 +14,9 @@
 //! scratch that learn the format by supervised warm-up, where instructions would only lengthen
 //! every sequence.
 //!
+//! [`render_localization`] is the first step of localise-then-repair: the issue and the
+//! repository's file paths, asking which files to change, wrapped the same way per format.
+//!
 //! [`focus`] shortens the files to the regions an oracle change touches, for short CPU training
 //! sequences; it uses the answer, so it is for warm-up and demonstrations, not for evaluation.
 
@@ -107,12 +110,18 @@ pub fn task_text(task: &Task<'_>) -> String {
             body.push('\n');
         }
     }
-    // A fence longer than any backtick run inside keeps a file's own code fences from closing it.
-    let fence = "`".repeat(longest_backtick_run(&body).max(2) + 1);
     format!(
-        "Issue:\n{}\n\nSource files:\n{fence}\n{body}{fence}",
-        task.problem_statement.trim_end()
+        "Issue:\n{}\n\nSource files:\n{}",
+        task.problem_statement.trim_end(),
+        fenced(&body)
     )
+}
+
+/// `body` (ending with a newline) in a fence longer than any backtick run inside it, so that a
+/// file's own code fences cannot close it.
+fn fenced(body: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(body).max(2) + 1);
+    format!("{fence}\n{body}{fence}")
 }
 
 /// The full prompt for `task` in `format`. The model's answer is expected to follow it directly.
@@ -125,17 +134,66 @@ pub fn render(
     format: PromptFormat,
     chat_template: Option<&ChatTemplate>,
 ) -> Result<String> {
-    let user = task_text(task);
+    wrap(INSTRUCTIONS, &task_text(task), format, chat_template)
+}
+
+/// What the localisation prompt tells the model to do (`trainer predict --retriever model`).
+pub const LOCALIZE_INSTRUCTIONS: &str = "\
+You are a software engineer working on a repository. Below are an issue report and the paths of \
+the repository's files. Name the files that must be changed to resolve the issue.
+
+Answer with paths only: one path per line, the most likely file first, each written exactly as \
+it is listed. Name at most five files and write nothing else.";
+
+/// The user part of a localisation prompt: the issue, then `paths` one per line in one fenced
+/// block, then how many paths of the repository were `not_listed` (when any were).
+pub fn localization_text(problem_statement: &str, paths: &[&str], not_listed: usize) -> String {
+    let body: String = paths.iter().map(|p| format!("{p}\n")).collect();
+    let note = if not_listed > 0 {
+        format!("\n({not_listed} more files are not listed.)")
+    } else {
+        String::new()
+    };
+    format!(
+        "Issue:\n{}\n\nRepository files:\n{}{note}\n\nWhich files must change?",
+        problem_statement.trim_end(),
+        fenced(&body)
+    )
+}
+
+/// The localisation prompt (the issue and the repository's file paths, asking which files to
+/// change) in `format`, wrapped as [`render`] wraps a task: the same layout per format, with
+/// [`LOCALIZE_INSTRUCTIONS`] in place of [`INSTRUCTIONS`] ([`PromptFormat::Bare`] shows no
+/// instructions; the question ends the user text in every format).
+pub fn render_localization(
+    problem_statement: &str,
+    paths: &[&str],
+    not_listed: usize,
+    format: PromptFormat,
+    chat_template: Option<&ChatTemplate>,
+) -> Result<String> {
+    let user = localization_text(problem_statement, paths, not_listed);
+    wrap(LOCALIZE_INSTRUCTIONS, &user, format, chat_template)
+}
+
+/// `instructions` and the `user` text in `format`'s layout, ending where the model's answer
+/// starts.
+fn wrap(
+    instructions: &str,
+    user: &str,
+    format: PromptFormat,
+    chat_template: Option<&ChatTemplate>,
+) -> Result<String> {
     Ok(match format {
-        PromptFormat::Plain => format!("{INSTRUCTIONS}\n\n{user}\n\nAnswer:\n"),
+        PromptFormat::Plain => format!("{instructions}\n\n{user}\n\nAnswer:\n"),
         PromptFormat::Bare => format!("{user}\n\nAnswer:\n"),
         PromptFormat::ChatMl => format!(
-            "<|im_start|>system\n{INSTRUCTIONS}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n\
+            "<|im_start|>system\n{instructions}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n\
              <|im_start|>assistant\n"
         ),
         PromptFormat::Template => {
             let messages = [
-                ChatMessage::new("system", INSTRUCTIONS),
+                ChatMessage::new("system", instructions),
                 ChatMessage::new("user", user),
             ];
             chat_template
@@ -260,6 +318,28 @@ mod tests {
         assert!(chat.starts_with("<|im_start|>system\nYou are"));
         assert!(chat.ends_with("<|im_end|>\n<|im_start|>assistant\n"));
         assert!(chat.contains(&task_text(&task)));
+    }
+
+    #[test]
+    fn localization_prompt_lists_paths_and_counts_the_rest() {
+        let text = localization_text("It breaks.\n", &["a.py", "pkg/b.py"], 3);
+        assert_eq!(
+            text,
+            "Issue:\nIt breaks.\n\nRepository files:\n```\na.py\npkg/b.py\n```\n\
+             (3 more files are not listed.)\n\nWhich files must change?"
+        );
+        assert!(!localization_text("x", &["a.py"], 0).contains("not listed"));
+        let plain = render_localization("x", &["a.py"], 0, PromptFormat::Plain, None).unwrap();
+        assert!(plain.starts_with(LOCALIZE_INSTRUCTIONS), "{plain}");
+        assert!(
+            plain.ends_with("Which files must change?\n\nAnswer:\n"),
+            "{plain}"
+        );
+        let qwen = fixture_template("qwen2.5-instruct");
+        assert_eq!(
+            render_localization("x", &["a.py"], 0, PromptFormat::Template, Some(&qwen)).unwrap(),
+            render_localization("x", &["a.py"], 0, PromptFormat::ChatMl, None).unwrap()
+        );
     }
 
     fn fixture_template(name: &str) -> ChatTemplate {

@@ -10,7 +10,8 @@
 //! `value`), so that prose naming a part of an identifier matches it; no stemming, no stop
 //! words (BM25's IDF already makes common words cheap). [`oracle_files`] is SWE-bench's
 //! "oracle" setting: the files the gold patch edits. [`recall_at`] measures a ranking against
-//! them.
+//! them. [`named_files`] reads the files a model names in its answer to a localisation prompt
+//! (the `model` retriever's ranking).
 //!
 //! What it is not: it reads no repository (callers hand it `(path, text)` pairs) and builds no
 //! prompt (the context budget decides how many ranked files fit).
@@ -191,6 +192,78 @@ pub fn recall_at(ranked: &[String], gold: &[String], k: usize) -> f64 {
     found as f64 / gold.len() as f64
 }
 
+/// The files a model's localisation answer names, in the answer's order, each once; names that
+/// are not paths of the repository (`is_path`) are ignored.
+///
+/// A line counts as one name when, without a list marker (`- `, `* `, `1. `, `### `), it is a
+/// path; otherwise each of its words is tried (words split at whitespace and `,;()[]{}<>|`).
+/// A name is tried as written, then trimmed of backticks, quotes and `*`, of a `./` prefix, of a
+/// trailing `.`, `,` or `:`, of a `:<line>` suffix and of a diff's `a/` or `b/` prefix, and the
+/// first form that is a path counts.
+pub fn named_files(answer: &str, is_path: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |path: &str| {
+        if !out.iter().any(|p| p == path) {
+            out.push(path.to_owned());
+        }
+    };
+    for line in answer.lines() {
+        if let Some(path) = resolve(strip_list_marker(line), &is_path) {
+            add(path);
+            continue;
+        }
+        for word in line
+            .split(|c: char| c.is_whitespace() || ",;()[]{}<>|".contains(c))
+            .filter(|w| !w.is_empty())
+        {
+            if let Some(path) = resolve(word, &is_path) {
+                add(path);
+            }
+        }
+    }
+    out
+}
+
+/// `line` without surrounding spaces and a leading list or heading marker.
+fn strip_list_marker(line: &str) -> &str {
+    let line = line.trim();
+    for marker in ["- ", "* ", "+ ", "### ", "## ", "# "] {
+        if let Some(rest) = line.strip_prefix(marker) {
+            return rest.trim_start();
+        }
+    }
+    let digits = line.len() - line.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits > 0 {
+        let rest = &line[digits..];
+        if let Some(rest) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) {
+            return rest.trim_start();
+        }
+    }
+    line
+}
+
+/// The first form of `name` that is a path (see [`named_files`]).
+fn resolve<'a>(name: &'a str, is_path: &impl Fn(&str) -> bool) -> Option<&'a str> {
+    let name = name.trim();
+    if name.is_empty() {
+        return None;
+    }
+    if is_path(name) {
+        return Some(name);
+    }
+    let mut bare = name.trim_matches(|c: char| matches!(c, '`' | '"' | '\'' | '*'));
+    while let Some(rest) = bare.strip_prefix("./") {
+        bare = rest;
+    }
+    let unpunctuated = bare.trim_end_matches(['.', ',', ':']);
+    let before_colon = bare.split(':').next().unwrap_or(bare);
+    [bare, unpunctuated, before_colon]
+        .into_iter()
+        .flat_map(|form| [Some(form), form.strip_prefix("a/"), form.strip_prefix("b/")])
+        .flatten()
+        .find(|form| !form.is_empty() && is_path(form))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +345,41 @@ mod tests {
                      diff --git a/new.py b/new.py\n--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+y\n";
         assert_eq!(oracle_files(patch), vec!["x/a.py", "old.py", "new.py"]);
         assert!(oracle_files("").is_empty());
+    }
+
+    #[test]
+    fn named_files_are_paths_of_the_tree_in_the_answers_order() {
+        let tree = [
+            "src/a.py",
+            "src/b.py",
+            "setup.py",
+            "docs/my notes.md",
+            "c.py",
+        ];
+        let is_path = |p: &str| tree.contains(&p);
+        // (answer, files named)
+        let cases: [(&str, &[&str]); 9] = [
+            ("src/b.py\nsrc/a.py\n", &["src/b.py", "src/a.py"]),
+            ("./src/a.py\n././setup.py", &["src/a.py", "setup.py"]),
+            (
+                "`src/a.py`\n- `src/b.py`\n1. setup.py",
+                &["src/a.py", "src/b.py", "setup.py"],
+            ),
+            ("src/a.py\nsrc/a.py\n./src/a.py", &["src/a.py"]),
+            ("src/missing.py\nREADME.md\nsrc/b.py", &["src/b.py"]),
+            (
+                "Edit `src/b.py`, then setup.py. Also src/a.py:12 and (c.py).",
+                &["src/b.py", "setup.py", "src/a.py", "c.py"],
+            ),
+            (
+                "### docs/my notes.md\n--- a/c.py\n+++ b/c.py",
+                &["docs/my notes.md", "c.py"],
+            ),
+            ("w3 w10 <unk>\n\n", &[]),
+            ("", &[]),
+        ];
+        for (answer, want) in cases {
+            assert_eq!(named_files(answer, is_path), want, "{answer:?}");
+        }
     }
 }

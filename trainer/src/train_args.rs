@@ -83,7 +83,8 @@ impl PromptArgs {
 pub struct SftArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Prompt/completion pairs (JSONL with `prompt` and `completion`)
+    /// Prompt/completion pairs (JSONL with `prompt` and `completion`; `"add_special_tokens":
+    /// false` on a line whose prompt already starts with the model's BOS)
     #[arg(long, conflicts_with = "dataset", required_unless_present = "dataset")]
     data: Option<PathBuf>,
     /// Task rows instead: train on each task's gold SEARCH/REPLACE completion
@@ -174,7 +175,8 @@ pub struct PredictArgs {
     #[arg(long, default_value_t = 8)]
     batch: usize,
     /// Build every row's context from its repository at its base commit: `bm25` (BM25 of the
-    /// files against the issue) or `oracle` (the files the gold patch edits); needs --repos
+    /// files against the issue), `oracle` (the files the gold patch edits) or `model` (the model
+    /// names the files from the repository's file tree, then repairs); needs --repos
     #[arg(long, value_enum, requires = "repos")]
     retriever: Option<RetrieverArg>,
     /// Folder of bare mirrors `<owner>/<name>.git` (the layout `curate` reads)
@@ -184,6 +186,10 @@ pub struct PredictArgs {
     /// --max-new-tokens); files that do not fit are left out in rank order
     #[arg(long, requires = "retriever")]
     max_prompt_tokens: Option<usize>,
+    /// Most new tokens of the model's answer to its localisation prompt with --retriever model
+    /// (greedy)
+    #[arg(long, default_value_t = commands::DEFAULT_LOCALIZE_MAX_NEW_TOKENS)]
+    localize_max_new_tokens: usize,
 }
 
 /// `--retriever`.
@@ -193,6 +199,9 @@ pub enum RetrieverArg {
     Bm25,
     /// The files the gold patch edits.
     Oracle,
+    /// The files the model names from the repository's file tree (BM25's ranking when it names
+    /// none).
+    Model,
 }
 
 /// `trainer demo`.
@@ -316,9 +325,11 @@ pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
             retriever: match r {
                 RetrieverArg::Bm25 => swerve_trainer::train::retrieval::Retriever::Bm25,
                 RetrieverArg::Oracle => swerve_trainer::train::retrieval::Retriever::Oracle,
+                RetrieverArg::Model => swerve_trainer::train::retrieval::Retriever::Model,
             },
             repos: args.repos.clone().unwrap_or_default(),
             max_prompt_tokens: args.max_prompt_tokens,
+            localize_max_new_tokens: args.localize_max_new_tokens,
         }),
     };
     let mut progress = Progress::new("predict", "task")?;

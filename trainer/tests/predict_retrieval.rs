@@ -2,10 +2,16 @@
 //! context removed, the repositories as bare mirrors (cloned from the dataset's bundles, the
 //! layout `curate` reads), BM25 and oracle retrieval within a token budget, a per-row report
 //! with recall@k, bad rows predicted with an empty patch; then `harness run` evaluates the
-//! predictions in Docker.
+//! predictions in Docker. The model retriever (localise, then repair) runs end to end on the
+//! fixture model, and through the library with a scripted localiser.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::tokenizer::Tokenizer;
+use swerve_trainer::train::data::{PromptStyle, Prompter};
+use swerve_trainer::train::retrieval::{ContextSettings, Localize, Retriever, fill_context};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -48,7 +54,18 @@ fn rows(dir: &Path) -> PathBuf {
 }
 
 fn predict(dir: &Path, retriever: &str, extra: &[&str]) -> (String, Vec<serde_json::Value>) {
-    let output = dir.join(format!("{retriever}.jsonl"));
+    predict_to(dir, retriever, retriever, extra)
+}
+
+/// `trainer predict --retriever <retriever>` into `<name>.jsonl`; its stderr and the rows of
+/// `<name>.retrieval.jsonl`.
+fn predict_to(
+    dir: &Path,
+    retriever: &str,
+    name: &str,
+    extra: &[&str],
+) -> (String, Vec<serde_json::Value>) {
+    let output = dir.join(format!("{name}.jsonl"));
     let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
         .current_dir(dir)
         .arg("predict")
@@ -70,7 +87,7 @@ fn predict(dir: &Path, retriever: &str, extra: &[&str]) -> (String, Vec<serde_js
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
-    let report = std::fs::read_to_string(dir.join(format!("{retriever}.retrieval.jsonl")))
+    let report = std::fs::read_to_string(dir.join(format!("{name}.retrieval.jsonl")))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -189,4 +206,209 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
         13,
         "{report}"
     );
+}
+
+/// The files of swerve-mini's repository `name` at `commit` (`git ls-tree` of the mirror).
+fn tree(repos: &Path, name: &str, commit: &str) -> Vec<String> {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(repos.join(format!("swerve/{name}.git")))
+        .args(["ls-tree", "-r", "--name-only", commit])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn model_retriever_localises_then_repairs_on_the_fixture_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let repos = mirrors(dir.path());
+    rows(dir.path());
+    let rows_by_id: std::collections::BTreeMap<String, serde_json::Value> =
+        std::fs::read_to_string(dir.path().join("rows.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let row: serde_json::Value = serde_json::from_str(l).unwrap();
+                (row["instance_id"].as_str().unwrap().to_owned(), row)
+            })
+            .collect();
+
+    let wide = [
+        "--max-prompt-tokens",
+        "4096",
+        "--localize-max-new-tokens",
+        "8",
+    ];
+    let (stderr, model) = predict(dir.path(), "model", &wide);
+    assert_eq!(model.len(), 13, "{stderr}");
+    for row in &model {
+        let id = row["instance_id"].as_str().unwrap();
+        assert_eq!(row["retriever"], "model", "{row}");
+        assert!(row.get("error").is_none(), "{row}");
+        let localization = &row["localization"];
+        let name = id.trim_start_matches("swerve__").split('-').next().unwrap();
+        let files = tree(
+            &repos,
+            name,
+            rows_by_id[id]["base_commit"].as_str().unwrap(),
+        );
+        // The whole tree is listed (every file of these repositories is text).
+        assert_eq!(localization["paths_listed"], files.len(), "{row}");
+        assert_eq!(localization["paths_left_out"], 0, "{row}");
+        assert!(localization["prompt_tokens"].as_u64().unwrap() > 0, "{row}");
+        assert!(localization["answer"].is_string(), "{row}");
+        // The fixture model's 64 words name no path: BM25's ranking, said so; recall is the
+        // model's own (nothing named, nothing found).
+        assert_eq!(localization["named"], serde_json::json!([]), "{row}");
+        assert!(
+            row["fallback"].as_str().unwrap().contains("named no file"),
+            "{row}"
+        );
+        assert_eq!(row["recall_at_1"], 0.0, "{row}");
+        assert_eq!(row["recall_at_5"], 0.0, "{row}");
+        let shown = row["shown"].as_array().unwrap();
+        assert!(!shown.is_empty(), "{row}");
+        assert!(
+            shown
+                .iter()
+                .all(|p| files.contains(&p.as_str().unwrap().to_owned())),
+            "{row}"
+        );
+    }
+    assert!(
+        stderr.contains("retrieval model: 13 rows, recall@1 0.000, recall@5 0.000"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("13 rows fell back to BM25"), "{stderr}");
+    let predictions: Vec<serde_json::Value> =
+        std::fs::read_to_string(dir.path().join("model.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let dataset_order: Vec<String> = std::fs::read_to_string(dir.path().join("rows.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["instance_id"].to_string())
+        .collect();
+    let ids: Vec<String> = predictions
+        .iter()
+        .map(|p| p["instance_id"].to_string())
+        .collect();
+    assert_eq!(ids, dataset_order);
+    assert!(predictions.iter().all(|p| p["model_patch"].is_string()));
+
+    // A localisation budget that holds part of the tree lists the first paths and counts the
+    // rest; below the prompt without paths, the model is not asked.
+    let (stderr, tight) = predict_to(
+        dir.path(),
+        "model",
+        "model-tight",
+        &[
+            "--max-prompt-tokens",
+            "110",
+            "--localize-max-new-tokens",
+            "4",
+        ],
+    );
+    assert_eq!(tight.len(), 13, "{stderr}");
+    assert!(
+        tight
+            .iter()
+            .any(|r| r["localization"]["paths_left_out"].as_u64().unwrap() > 0),
+        "{tight:?}"
+    );
+    for row in &tight {
+        let localization = &row["localization"];
+        assert!(
+            localization["prompt_tokens"].as_u64().unwrap() <= 110,
+            "{row}"
+        );
+    }
+    let (stderr, none) = predict_to(
+        dir.path(),
+        "model",
+        "model-none",
+        &["--max-prompt-tokens", "10"],
+    );
+    assert!(stderr.contains("13 rows fell back to BM25"), "{stderr}");
+    for row in &none {
+        assert_eq!(row["localization"]["prompt_tokens"], 0, "{row}");
+        assert!(
+            row["fallback"].as_str().unwrap().contains("does not fit"),
+            "{row}"
+        );
+        assert!(row["error"].is_string(), "{row}");
+    }
+    let predictions = std::fs::read_to_string(dir.path().join("model-none.jsonl")).unwrap();
+    assert_eq!(predictions.lines().count(), 13);
+}
+
+/// Answers every localisation prompt with the same text, and keeps the prompts it saw.
+struct Scripted {
+    answer: &'static str,
+    prompts: Vec<Vec<u32>>,
+}
+
+impl Localize for Scripted {
+    fn answer(&mut self, prompt: &[u32]) -> swerve_trainer::error::Result<String> {
+        self.prompts.push(prompt.to_vec());
+        Ok(self.answer.to_owned())
+    }
+}
+
+#[test]
+fn the_files_the_model_names_are_its_ranking() {
+    let dir = tempfile::tempdir().unwrap();
+    let repos = mirrors(dir.path());
+    let tokenizer = Tokenizer::from_file(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2/tokenizer.json"),
+    )
+    .unwrap();
+    let prompter = Prompter::from(PromptStyle {
+        format: PromptFormat::Plain,
+        focus: None,
+    });
+    let settings = ContextSettings {
+        retriever: Retriever::Model,
+        repos: &repos,
+        prompter: &prompter,
+        tokenizer: &tokenizer,
+        max_prompt_tokens: 4096,
+    };
+    let mut task = swerve_trainer::train::data::read_tasks(
+        &root().join("harness/datasets/swerve-mini/swerve-mini.jsonl"),
+    )
+    .unwrap()
+    .remove(0);
+    assert_eq!(task.instance_id, "swerve__inicfg-3");
+    // Gold: inicfg/parser.py. The model names errors.py first (with `./`), a file that does not
+    // exist, parser.py (a list item in backticks), and errors.py again.
+    let mut scripted = Scripted {
+        answer: "./inicfg/errors.py\ninicfg/missing.py\n- `inicfg/parser.py`\ninicfg/errors.py\n",
+        prompts: Vec::new(),
+    };
+    let report = fill_context(&mut task, &settings, Some(&mut scripted)).unwrap();
+    assert_eq!(scripted.prompts.len(), 1);
+    assert!(report.fallback.is_none(), "{report:?}");
+    assert!(report.error.is_none(), "{report:?}");
+    let localization = report.localization.as_ref().unwrap();
+    assert_eq!(localization.named, ["inicfg/errors.py", "inicfg/parser.py"]);
+    assert_eq!(report.shown, localization.named);
+    assert_eq!(
+        task.code_context.keys().collect::<Vec<_>>(),
+        ["inicfg/errors.py", "inicfg/parser.py"]
+    );
+    assert_eq!(report.gold_files, ["inicfg/parser.py"]);
+    assert_eq!(report.recall_at_1, Some(0.0), "the model's order counts");
+    assert_eq!(report.recall_at_5, Some(1.0));
+
+    // Without a localiser the model retriever cannot run: an error, not a silent fallback.
+    assert!(fill_context(&mut task, &settings, None).is_err());
 }

@@ -211,6 +211,7 @@ fn sft_loss_decreases() {
         .map(|i| SftExample {
             prompt: format!("w{i} w{}", i + 1),
             completion: format!("w{} w{} w{} w40", i + 30, i + 31, i + 32),
+            add_special_tokens: true,
         })
         .collect();
     let config = SftConfig {

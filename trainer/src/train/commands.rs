@@ -15,6 +15,7 @@ use super::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_
 use super::grpo::{GrpoInputs, GrpoTrainer};
 use super::metrics_log::{self, ReportTo, StepMetrics};
 use super::predict::{PredictSettings, predict};
+use super::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
 use super::rewards::{Executor, PluginRewards};
 use super::sft::{SftConfig, SftTrainer};
 use super::state::{self, RunState};
@@ -341,12 +342,17 @@ pub struct PredictCommand {
 #[derive(Debug, Clone)]
 pub struct RetrievalSpec {
     /// The retriever.
-    pub retriever: super::retrieval::Retriever,
+    pub retriever: Retriever,
     /// Folder of bare mirrors `<owner>/<name>.git`.
     pub repos: PathBuf,
     /// Most prompt tokens (default: the model's context less `max_new_tokens`).
     pub max_prompt_tokens: Option<usize>,
+    /// Most new tokens of the model's answer to a localisation prompt (the `model` retriever).
+    pub localize_max_new_tokens: usize,
 }
+
+/// `--localize-max-new-tokens`'s default: room for a handful of paths.
+pub const DEFAULT_LOCALIZE_MAX_NEW_TOKENS: usize = 128;
 
 /// `<output>` with `.retrieval.jsonl` in place of its extension: where retrieval's per-row
 /// report goes.
@@ -385,17 +391,21 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
                 .max_position_embeddings
                 .saturating_sub(sampling.max_new_tokens)
         });
+        let settings = ContextSettings {
+            retriever: spec.retriever,
+            repos: &spec.repos,
+            prompter: &prompter,
+            tokenizer: &tokenizer,
+            max_prompt_tokens: budget,
+        };
+        let mut localizer = (spec.retriever == Retriever::Model).then(|| {
+            ModelLocalizer::new(&model, &tokenizer, &sampling, spec.localize_max_new_tokens)
+        });
         let mut lines = String::new();
         let mut reports = Vec::new();
         for task in &mut tasks {
-            let report = super::retrieval::fill_context(
-                task,
-                &spec.repos,
-                spec.retriever,
-                &prompter,
-                &tokenizer,
-                budget,
-            )?;
+            let localize = localizer.as_mut().map(|l| l as &mut dyn Localize);
+            let report = super::retrieval::fill_context(task, &settings, localize)?;
             if let Some(error) = &report.error {
                 eprintln!(
                     "{}: {error}; predicted with an empty patch",

@@ -28,9 +28,20 @@ pub struct SftExample {
     pub prompt: String,
     /// The completion (the loss is on its tokens and the EOS appended after them).
     pub completion: String,
+    /// Whether the prompt is encoded with the tokenizer's special tokens (the BOS its
+    /// post-processor adds): false for a prompt rendered through the model's chat template,
+    /// which already starts with them ([`Prompter::add_special_tokens`]). Default true.
+    #[serde(default = "encode_with_special_tokens")]
+    pub add_special_tokens: bool,
 }
 
-/// Reads a JSONL file of `{"prompt": ..., "completion": ...}` lines.
+/// `SftExample::add_special_tokens`'s default: a plain-text prompt gets the tokenizer's BOS.
+fn encode_with_special_tokens() -> bool {
+    true
+}
+
+/// Reads a JSONL file of `{"prompt": ..., "completion": ...}` lines (with
+/// `"add_special_tokens": false` on a line whose prompt already starts with the model's BOS).
 pub fn read_sft_examples(path: &Path) -> Result<Vec<SftExample>> {
     read_jsonl(path)
 }
@@ -126,6 +137,25 @@ impl Prompter {
             self.chat_template.as_deref(),
         )
     }
+
+    /// The localisation prompt for an issue (`trainer predict --retriever model`): the
+    /// repository's `paths`, with `not_listed` more left out, in this prompter's format
+    /// ([`prompt::render_localization`]; focus does not apply). Fails as [`Prompter::render`]
+    /// does.
+    pub fn render_localization(
+        &self,
+        problem_statement: &str,
+        paths: &[&str],
+        not_listed: usize,
+    ) -> Result<String> {
+        prompt::render_localization(
+            problem_statement,
+            paths,
+            not_listed,
+            self.style.format,
+            self.chat_template.as_deref(),
+        )
+    }
 }
 
 /// The thought of gold completions: short, because it says nothing the edits do not.
@@ -173,7 +203,8 @@ fn render_block(path: &str, search: &str, replace: &str) -> String {
     )
 }
 
-/// SFT examples from tasks: each task's prompt with its gold completion.
+/// SFT examples from tasks: each task's prompt with its gold completion, encoded as `prompter`
+/// says (without the tokenizer's BOS for a chat template, which writes its own).
 pub fn gold_examples(tasks: &[Instance], prompter: &Prompter) -> Result<Vec<SftExample>> {
     tasks
         .iter()
@@ -181,6 +212,7 @@ pub fn gold_examples(tasks: &[Instance], prompter: &Prompter) -> Result<Vec<SftE
             Ok(SftExample {
                 prompt: prompter.render(t)?,
                 completion: gold_completion(t),
+                add_special_tokens: prompter.add_special_tokens(),
             })
         })
         .collect()

@@ -175,7 +175,8 @@ impl<D: Kernels<f32>> SftTrainer<D> {
         let examples = examples
             .iter()
             .map(|e| {
-                let mut prompt = tokenizer.encode(&e.prompt, true)?;
+                // A prompt rendered through a chat template already starts with the BOS.
+                let mut prompt = tokenizer.encode(&e.prompt, e.add_special_tokens)?;
                 let mut completion = tokenizer.encode(&e.completion, false)?;
                 completion.push(eos);
                 let max = config.max_length;
@@ -342,5 +343,80 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             step: self.state.step,
             values,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use serde_json::json;
+    use swerve_swebench::Instance;
+
+    use super::*;
+    use crate::prompt::PromptFormat;
+    use crate::train::data::{PromptStyle, Prompter, gold_examples};
+
+    const BOS: u32 = 3;
+
+    /// A chat template writes the BOS itself; the tokenizer's post-processor must not add a
+    /// second one (Llama 3's `{{ bos_token }}` with its `TemplateProcessing`).
+    #[test]
+    fn a_chat_template_prompt_starts_with_one_bos() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2");
+        let dir = tempfile::tempdir().unwrap();
+        // The fixture's word-level tokenizer with `w0` (id 3) as a BOS its post-processor adds.
+        let mut tokenizer: serde_json::Value =
+            serde_json::from_str(&fs_err::read_to_string(fixture.join("tokenizer.json")).unwrap())
+                .unwrap();
+        let bos = json!({"SpecialToken": {"id": "w0", "type_id": 0}});
+        tokenizer["post_processor"] = json!({
+            "type": "TemplateProcessing",
+            "single": [bos, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [bos, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"w0": {"id": "w0", "ids": [BOS], "tokens": ["w0"]}},
+        });
+        fs_err::write(dir.path().join("tokenizer.json"), tokenizer.to_string()).unwrap();
+        let config = json!({
+            "chat_template": "{{ bos_token }}{% for m in messages %} {{ m.content }}{% endfor %}",
+            "bos_token": "w0",
+            "eos_token": "<eos>",
+        });
+        fs_err::write(dir.path().join("tokenizer_config.json"), config.to_string()).unwrap();
+        let tokenizer = Tokenizer::from_file(&dir.path().join("tokenizer.json")).unwrap();
+        assert_eq!(tokenizer.encode("w5", true).unwrap(), [BOS, 8]);
+
+        let task = Instance {
+            instance_id: "o__r-1".into(),
+            problem_statement: Some("w5 w6".into()),
+            code_context: BTreeMap::from([("m.py".to_owned(), "w7\n".to_owned())]),
+            oracle_new_content: BTreeMap::from([("m.py".to_owned(), "w8\n".to_owned())]),
+            ..Instance::default()
+        };
+        let style = PromptStyle {
+            format: PromptFormat::Template,
+            focus: None,
+        };
+        let prompter = Prompter::for_model(style, dir.path()).unwrap();
+        let mut examples = gold_examples(&[task], &prompter).unwrap();
+        assert!(
+            examples[0].prompt.starts_with("w0 "),
+            "{}",
+            examples[0].prompt
+        );
+        // A plain prompt/completion pair still gets the tokenizer's BOS.
+        examples.push(SftExample {
+            prompt: "w5 w6".into(),
+            completion: "w9".into(),
+            add_special_tokens: true,
+        });
+        let model = CausalLm::<f32, Cpu>::load(&fixture, &Cpu::default()).unwrap();
+        let trainer =
+            SftTrainer::new(SftConfig::default(), &examples, &tokenizer, model, None).unwrap();
+        let templated = &trainer.examples[0].0;
+        assert_eq!(templated[0], BOS);
+        assert_ne!(templated[1], BOS, "two BOS tokens: {templated:?}");
+        assert_eq!(trainer.examples[1].0, [BOS, 8, 9]);
     }
 }
