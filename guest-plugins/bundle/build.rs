@@ -75,6 +75,11 @@ fn build_rust(root: &Path, wasm_target: &Path, plugins: &Path) {
             "plugin",
             "--target",
             "wasm32-wasip2",
+            // 128-bit SIMD (on in every wasmtime engine): memchr's searchers use it, and LLVM
+            // vectorises loops with it; integer SIMD is deterministic, float SIMD canonicalises
+            // NaNs like the scalar code.
+            "--config",
+            "target.wasm32-wasip2.rustflags=[\"-Ctarget-feature=+simd128\"]",
             "--target-dir",
         ])
         .arg(wasm_target);

@@ -45,10 +45,14 @@ pub fn splitlines(s: &str) -> Vec<&str> {
     while i < bytes.len() {
         if let Some(word) = bytes.get(i..i + 8) {
             let word = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-            if !may_hold_boundary(word) {
+            let flagged = boundary_candidates(word);
+            if flagged == 0 {
                 i += 8;
                 continue;
             }
+            // The lowest flagged byte is the first candidate of the word (a flag is only ever
+            // wrong above a true one), so the bytes before it hold no boundary.
+            i += (flagged.trailing_zeros() / 8) as usize;
         }
         let terminator_len = match bytes[i] {
             b'\r' if bytes.get(i + 1) == Some(&b'\n') => 2,
@@ -77,14 +81,15 @@ pub fn splitlines(s: &str) -> Vec<&str> {
     lines
 }
 
-/// Whether any of the 8 bytes of `word` is below 0x1F or above 0x7F: a cheap test that is true
-/// for every chunk holding the first byte of a line boundary (and for some that do not).
-fn may_hold_boundary(word: u64) -> bool {
+/// The high bit of each byte of `word` (little-endian) that may begin a line boundary: every
+/// byte below 0x1F or above 0x7F is flagged, and the lowest flagged byte is exactly the first
+/// such byte; bytes above it may be flagged wrongly. Zero when no byte of `word` can begin one.
+fn boundary_candidates(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
     // Subtracting 0x1F sets the high bit of the lowest byte below 0x1F (borrows can only add
     // false positives above it); OR-ing the word itself catches bytes of 0x80 and up.
-    (word.wrapping_sub(ONES * 0x1F) | word) & HIGH_BITS != 0
+    (word.wrapping_sub(ONES * 0x1F) | word) & HIGH_BITS
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::FileMap;
-use crate::difflib::{Autojunk, SequenceMatcher, ratio_of, unified_diff_body};
+use crate::difflib::{Autojunk, SequenceMatcher, ratio_of, same_text, unified_diff_body};
 use crate::edits::{apply_blocks, find_blocks, split_tags};
 use crate::error::FormatError;
 use crate::pystr::splitlines;
@@ -120,7 +120,9 @@ fn patches<'a>(
         .iter()
         .filter_map(|(path, new)| {
             let reused = known.and_then(|(contents, diffs)| {
-                (contents.get(path) == Some(new))
+                contents
+                    .get(path)
+                    .is_some_and(|known| same_text(known, new))
                     .then(|| diffs.get(path.as_str()).cloned().unwrap_or_default())
             });
             let diff = reused.unwrap_or_else(|| {
@@ -212,7 +214,7 @@ fn path_similarity<K: AsRef<str>>(
 /// both texts with 3 lines of context and no line terminators, without its two file-header lines,
 /// joined with `"\n"`; `""` when there is no line-level change.
 pub fn normalized_diff(old: &str, new: &str) -> String {
-    if old == new {
+    if same_text(old, new) {
         return String::new();
     }
     unified_diff_body(&splitlines(old), &splitlines(new), 3)
@@ -222,7 +224,7 @@ pub fn normalized_diff(old: &str, new: &str) -> String {
 /// `SequenceMatcher(None, a, b, autojunk=False).ratio()` over code points, with `M` (matched code
 /// points) and `T` (`len(a) + len(b)` in code points).
 pub fn similarity(a: &str, b: &str) -> (f64, usize, usize) {
-    if a == b {
+    if same_text(a, b) {
         // A sequence matched against itself is one block covering it all (the first
         // full-length diagonal wins), so this shortcut gives CPython's exact result.
         let n = a.chars().count();
