@@ -7,8 +7,8 @@
 //! that does not parse gets an output line with its `error` and does not stop the others.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -47,24 +47,59 @@ pub struct RewardSummary {
     pub failures: BTreeMap<FailureClass, usize>,
     /// Plugin results the host cut to its caps (`swerve_host::limits`).
     pub truncated: usize,
-    /// Time spent scoring (plugins loaded).
+    /// Time from the first line read to the last result written (plugins loaded).
     pub scoring_time: Duration,
 }
 
-/// A parsed input line.
-type Line = Result<Sample, String>;
+/// A batch's input lines in order: each the index of its sample in the batch, or the reason it
+/// is not one.
+type BatchLines = Vec<Result<usize, String>>;
 
-/// Parses the input file; each line is a sample or the reason it is not one.
-pub fn read_samples(path: &Path) -> Result<Vec<Line>, HarnessError> {
-    let text = fs_err::read_to_string(path).map_err(|source| HarnessError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    Ok(text
-        .lines()
-        .enumerate()
-        .map(|(i, line)| parse_line(line).map_err(|e| format!("line {}: {e}", i + 1)))
-        .collect())
+/// Reads the input a line at a time and groups it into batches of `batch` samples; a line that
+/// is not a sample rides along with the batch it falls in. After an I/O error the iterator ends
+/// and the error is in `error`.
+struct Batches<'a, R> {
+    reader: R,
+    batch: usize,
+    line: usize,
+    buf: Vec<u8>,
+    error: &'a mut Option<std::io::Error>,
+}
+
+impl<R: BufRead> Iterator for Batches<'_, R> {
+    type Item = (BatchLines, Vec<Sample>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (mut lines, mut samples) = (Vec::new(), Vec::new());
+        while samples.len() < self.batch {
+            self.buf.clear();
+            match self.reader.read_until(b'\n', &mut self.buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    *self.error = Some(e);
+                    return None;
+                }
+            }
+            self.line += 1;
+            // As `str::lines` splits: the `\n` and a `\r` before it are not part of the line.
+            let mut text = &self.buf[..];
+            if let Some(rest) = text.strip_suffix(b"\n") {
+                text = rest.strip_suffix(b"\r").unwrap_or(rest);
+            }
+            let parsed = std::str::from_utf8(text)
+                .map_err(|e| format!("not UTF-8 ({e})"))
+                .and_then(parse_line);
+            lines.push(match parsed {
+                Ok(sample) => {
+                    samples.push(sample);
+                    Ok(samples.len() - 1)
+                }
+                Err(e) => Err(format!("line {}: {e}", self.line)),
+            });
+        }
+        (!lines.is_empty()).then_some((lines, samples))
+    }
 }
 
 fn parse_line(line: &str) -> Result<Sample, String> {
@@ -105,76 +140,92 @@ pub fn load_plugins(
 }
 
 /// Scores the run's input and writes its output; `progress` gets the number of samples done.
+///
+/// The input is read, scored and written as a stream: lines are parsed on this thread while
+/// the scorer's workers score the batches before them and another thread writes the results
+/// in input order, so the file is never held in memory whole.
 pub fn run(
     host: &Host,
     run: &RewardRun,
     progress: &(dyn Fn(usize) + Sync),
 ) -> Result<RewardSummary, HarnessError> {
-    let lines = read_samples(&run.input)?;
+    let read_err = |source| HarnessError::Read {
+        path: run.input.clone(),
+        source,
+    };
+    let input = fs_err::File::open(&run.input).map_err(read_err)?;
     let plugins = load_plugins(host, &run.plugins)?;
-    let samples: Vec<Sample> = lines
-        .iter()
-        .filter_map(|l| l.as_ref().ok().cloned())
-        .collect();
     let scorer = Scorer::new(plugins, run.scorer);
-    let started = Instant::now();
-    let scores = scorer.score(&samples, progress)?;
-    let scoring_time = started.elapsed();
-
     let names = output_keys(&scorer);
-    let mut out: Box<dyn Write> = match &run.output {
+    let mut out: Box<dyn Write + Send> = match &run.output {
         Some(p) => Box::new(std::io::BufWriter::new(fs_err::File::create(p).map_err(
             |source| HarnessError::Write {
                 path: p.clone(),
                 source,
             },
         )?)),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
     };
     let write_err = |source| HarnessError::Write {
         path: run.output.clone().unwrap_or_else(|| "<stdout>".into()),
         source,
     };
-    let mut summary = RewardSummary {
-        lines: lines.len(),
-        scoring_time,
-        ..RewardSummary::default()
-    };
+    let mut summary = RewardSummary::default();
     let mut per_plugin: Vec<(usize, f64)> = vec![(0, 0.0); names.len()];
     let mut total = 0.0;
-    let mut scores = scores.into_iter();
-    for (i, line) in lines.iter().enumerate() {
-        let record = match line {
-            Err(error) => {
-                summary.malformed += 1;
-                json!({"line": i + 1, "id": null, "reward": null, "error": error})
-            }
-            Ok(sample) => {
-                let s = scores.next().expect("one score per parsed sample");
-                if let Some(r) = s.reward {
-                    summary.rewarded += 1;
-                    total += r;
+    let mut line = 0;
+    let mut write_batch = |lines: BatchLines, samples: Vec<Sample>, scores: Vec<SampleScores>| {
+        for entry in lines {
+            line += 1;
+            let record = match entry {
+                Err(error) => {
+                    summary.malformed += 1;
+                    json!({"line": line, "id": null, "reward": null, "error": error})
                 }
-                for (acc, p) in per_plugin.iter_mut().zip(&s.plugins) {
-                    if let Some(r) = p.reward {
-                        acc.0 += 1;
-                        acc.1 += r;
+                Ok(i) => {
+                    let s = &scores[i];
+                    if let Some(r) = s.reward {
+                        summary.rewarded += 1;
+                        total += r;
                     }
-                    match &p.outcome {
-                        Err(f) => {
-                            *summary.failures.entry(f.class).or_default() += 1;
-                            summary.truncated += usize::from(f.truncated);
+                    for (acc, p) in per_plugin.iter_mut().zip(&s.plugins) {
+                        if let Some(r) = p.reward {
+                            acc.0 += 1;
+                            acc.1 += r;
                         }
-                        Ok(score) => summary.truncated += usize::from(score.truncated),
+                        match &p.outcome {
+                            Err(f) => {
+                                *summary.failures.entry(f.class).or_default() += 1;
+                                summary.truncated += usize::from(f.truncated);
+                            }
+                            Ok(score) => summary.truncated += usize::from(score.truncated),
+                        }
                     }
+                    record(line, &samples[i], s, &names)
                 }
-                record(i + 1, sample, &s, &names)
-            }
-        };
-        serde_json::to_writer(&mut out, &record).map_err(|e| write_err(e.into()))?;
-        out.write_all(b"\n").map_err(write_err)?;
+            };
+            serde_json::to_writer(&mut out, &record).map_err(|e| write_err(e.into()))?;
+            out.write_all(b"\n").map_err(write_err)?;
+        }
+        Ok::<_, HarnessError>(())
+    };
+    let mut io_error = None;
+    let batches = Batches {
+        reader: std::io::BufReader::with_capacity(1 << 20, input),
+        batch: run.scorer.batch_size.max(1),
+        line: 0,
+        buf: Vec::new(),
+        error: &mut io_error,
+    };
+    let started = Instant::now();
+    scorer.score_stream(batches, &mut write_batch, progress)??;
+    drop(write_batch);
+    if let Some(e) = io_error {
+        return Err(read_err(e));
     }
     out.flush().map_err(write_err)?;
+    summary.scoring_time = started.elapsed();
+    summary.lines = line;
     summary.mean_reward = (summary.rewarded > 0).then(|| total / summary.rewarded as f64);
     summary.per_plugin = names
         .into_iter()
@@ -278,6 +329,41 @@ fn fmt_mean(m: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batches_count_samples_and_carry_bad_lines_in_order() {
+        let input: &[u8] = b"{\"id\":\"a\",\"output\":\"x\"}\r\n\n\xff\xfe\n[1]\n{\"id\":\"b\",\"output\":\"y\"}\n{\"id\":\"c\",\"output\":\"z\"}";
+        let mut error = None;
+        let batches: Vec<_> = Batches {
+            reader: input,
+            batch: 2,
+            line: 0,
+            buf: Vec::new(),
+            error: &mut error,
+        }
+        .collect();
+        assert!(error.is_none());
+        assert_eq!(batches.len(), 2);
+        let (lines, samples) = &batches[0];
+        let ids: Vec<&str> = samples.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(lines[0], Ok(0));
+        assert_eq!(lines[1], Err("line 2: empty line".to_owned()));
+        assert!(
+            lines[2]
+                .as_ref()
+                .unwrap_err()
+                .starts_with("line 3: not UTF-8")
+        );
+        assert_eq!(lines[3], Err("line 4: not a JSON object".to_owned()));
+        assert_eq!(lines[4], Ok(1));
+        // The last line has no line break.
+        let (lines, samples) = &batches[1];
+        assert_eq!(
+            (lines.as_slice(), samples[0].id.as_str()),
+            (&[Ok(0)][..], "c")
+        );
+    }
 
     #[test]
     fn lines_parse_or_say_why() {

@@ -1,6 +1,8 @@
 //! Scoring many samples with several weighted reward plugins, spread over worker threads.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
 
 use crate::combine::{combine, effective_reward};
 use crate::error::HostError;
@@ -124,6 +126,89 @@ impl Scorer {
         })?;
         done.sort_by_key(|(c, _)| *c);
         Ok(done.into_iter().flat_map(|(_, s)| s).collect())
+    }
+
+    /// Scores batches while `input` is still producing them, and hands each one back to
+    /// `output` with its scores, in input order.
+    ///
+    /// `input` runs on the calling thread (reading and parsing a file, say), `jobs` workers
+    /// score, and `output` runs on a thread of its own (writing the results, say), so the three
+    /// overlap. Each batch carries a `tag` of the caller's that comes back with it. At most
+    /// `2 × jobs + 1` batches are between `input` and `output` at any time, so memory is bounded
+    /// by the batch size, not by the input's length. The first error `output` returns stops
+    /// the run and is returned; batches after it are neither scored nor output.
+    pub fn score_stream<T, E>(
+        &self,
+        input: impl Iterator<Item = (T, Vec<Sample>)>,
+        output: impl FnMut(T, Vec<Sample>, Vec<SampleScores>) -> Result<(), E> + Send,
+        progress: &(dyn Fn(usize) + Sync),
+    ) -> Result<Result<(), E>, HostError>
+    where
+        T: Send,
+        E: Send,
+    {
+        let jobs = self.config.jobs.max(1);
+        let in_flight = 2 * jobs + 1;
+        let (work_tx, work_rx) = mpsc::sync_channel::<(usize, T, Vec<Sample>)>(jobs);
+        let work_rx = Mutex::new(work_rx);
+        let (done_tx, done_rx) = mpsc::channel::<(usize, T, Vec<Sample>, Vec<SampleScores>)>();
+        // One token per batch between `input` and `output`: taken before a batch is sent,
+        // given back once it has been output.
+        let (token_tx, token_rx) = mpsc::sync_channel::<()>(in_flight);
+        for _ in 0..in_flight {
+            token_tx.send(()).expect("the receiver is alive");
+        }
+        std::thread::scope(|scope| {
+            for i in 0..jobs {
+                let done_tx = done_tx.clone();
+                let work_rx = &work_rx;
+                std::thread::Builder::new()
+                    .name(format!("swerve-score-{i}"))
+                    .stack_size(WORKER_STACK_BYTES)
+                    .spawn_scoped(scope, move || {
+                        loop {
+                            // The lock is held only while waiting for the next batch.
+                            let next = work_rx.lock().expect("no worker panics").recv();
+                            let Ok((index, tag, samples)) = next else {
+                                break;
+                            };
+                            let scores = self.score_chunk(&samples);
+                            progress(samples.len());
+                            if done_tx.send((index, tag, samples, scores)).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                    .map_err(HostError::Thread)?;
+            }
+            drop(done_tx);
+            let writer = std::thread::Builder::new()
+                .name("swerve-score-output".into())
+                .spawn_scoped(scope, move || {
+                    let mut output = output;
+                    let mut pending = BTreeMap::new();
+                    let mut next = 0;
+                    for (index, tag, samples, scores) in done_rx {
+                        pending.insert(index, (tag, samples, scores));
+                        while let Some((tag, samples, scores)) = pending.remove(&next) {
+                            output(tag, samples, scores)?;
+                            next += 1;
+                            // Fails only once the input side has stopped.
+                            let _ = token_tx.send(());
+                        }
+                    }
+                    Ok(())
+                })
+                .map_err(HostError::Thread)?;
+            for (index, (tag, samples)) in input.enumerate() {
+                // No token: the output side has stopped (an error), so stop reading.
+                if token_rx.recv().is_err() || work_tx.send((index, tag, samples)).is_err() {
+                    break;
+                }
+            }
+            drop(work_tx);
+            Ok(writer.join().expect("the output thread does not panic"))
+        })
     }
 
     /// Scores one batch with every plugin on the calling thread (which must have a large
