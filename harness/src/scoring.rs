@@ -174,7 +174,7 @@ pub fn run(
     let mut per_plugin: Vec<(usize, f64)> = vec![(0, 0.0); names.len()];
     let mut total = 0.0;
     let mut line = 0;
-    let mut write_batch = |lines: BatchLines, samples: Vec<Sample>, scores: Vec<SampleScores>| {
+    let write_batch = |lines: BatchLines, samples: Vec<Sample>, scores: Vec<SampleScores>| {
         for entry in lines {
             line += 1;
             let record = match entry {
@@ -218,8 +218,8 @@ pub fn run(
         error: &mut io_error,
     };
     let started = Instant::now();
-    scorer.score_stream(batches, &mut write_batch, progress)??;
-    drop(write_batch);
+    // The closure is moved in, so its borrows of the summary end with the call.
+    scorer.score_stream(batches, write_batch, progress)??;
     if let Some(e) = io_error {
         return Err(read_err(e));
     }
