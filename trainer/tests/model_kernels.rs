@@ -241,3 +241,222 @@ fn fused_adamw_step_equals_the_reference() {
     }
     assert_eq!(opts[0].moments.len(), opts[1].moments.len());
 }
+
+/// The cached forward as the fused blocks compute it (`cpu::attention_block` over the
+/// concatenated past keys and values, `cpu::mlp_block`, the final norm and the LM head as
+/// operations): the path generation took before it ran on host buffers, kept here as the
+/// reference that host decoding must reproduce value for value.
+struct BlocksCache {
+    layers: Vec<swerve_trainer::model::kernels::KvPair<f32, Cpu>>,
+    key_mask: Vec<bool>,
+    len: usize,
+}
+
+fn blocks_forward(
+    model: &CausalLm<f32, Cpu>,
+    batch: &TokenBatch,
+    cache: &mut BlocksCache,
+) -> Vec<f32> {
+    use swerve_trainer::model::kernels::{BlockShape, cpu};
+    let (b, s, past) = (batch.rows(), batch.cols(), cache.len);
+    let mut key_mask = Vec::new();
+    for row in 0..b {
+        key_mask.extend_from_slice(&cache.key_mask[row * past..(row + 1) * past]);
+        key_mask.extend_from_slice(&batch.mask()[row * s..(row + 1) * s]);
+    }
+    let cfg = &model.config;
+    let ctx = model.context(b, s, past, &key_mask);
+    let shape = BlockShape {
+        heads: cfg.num_heads,
+        kv_heads: cfg.num_kv_heads,
+        head_dim: cfg.head_dim,
+        eps: cfg.rms_norm_eps,
+    };
+    let dev = Cpu::default();
+    let ids: Vec<usize> = batch.ids().iter().map(|&t| t as usize).collect();
+    let mut x = model
+        .params
+        .embed_tokens
+        .clone()
+        .gather(dev.tensor_from_vec(ids, (b * s,)));
+    let mut layers = Vec::new();
+    for (i, layer) in model.params.layers.iter().enumerate() {
+        let (y, kv) = cpu::attention_block(x, layer, &ctx, cache.layers.get(i), true, shape);
+        layers.push(kv.unwrap());
+        x = cpu::mlp_block(y, layer, shape.eps);
+    }
+    let d = cfg.hidden_size;
+    let hidden = cpu::rms_norm(x, &model.params.norm, shape.eps).reshape_like(&(b, s, d));
+    let last: Tensor<(usize, usize), f32, Cpu> =
+        hidden.select(dev.tensor_from_vec(vec![s - 1; b], (b,)));
+    let head = model
+        .params
+        .lm_head
+        .as_ref()
+        .unwrap_or(&model.params.embed_tokens);
+    *cache = BlocksCache {
+        layers,
+        key_mask,
+        len: past + s,
+    };
+    cpu::linear(last, head, None, None).as_vec()
+}
+
+/// Generation through the blocks, one row after another (what `generate` did before it
+/// sampled rows in parallel from pre-drawn numbers): the completions and every step's logits.
+fn blocks_generate(
+    model: &CausalLm<f32, Cpu>,
+    prompts: &[Vec<u32>],
+    cfg: &swerve_trainer::generate::SamplingConfig,
+) -> (Vec<Vec<u32>>, Vec<Vec<f32>>) {
+    use rand::SeedableRng;
+    let rows = prompts.len();
+    let vocab = model.config.vocab_size;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    let mut cache = BlocksCache {
+        layers: Vec::new(),
+        key_mask: Vec::new(),
+        len: 0,
+    };
+    let batch = TokenBatch::left_padded(prompts, cfg.pad_token_id).unwrap();
+    let mut logits = blocks_forward(model, &batch, &mut cache);
+    let (mut completions, mut steps) = (vec![Vec::new(); rows], vec![logits.clone()]);
+    let mut finished = vec![false; rows];
+    for step in 0..cfg.max_new_tokens {
+        let mut next = vec![cfg.pad_token_id; rows];
+        let mut live = vec![false; rows];
+        for row in 0..rows {
+            if finished[row] {
+                continue;
+            }
+            let row_logits: Vec<f64> = logits[row * vocab..(row + 1) * vocab]
+                .iter()
+                .map(|&x| f64::from(x))
+                .collect();
+            let token = swerve_trainer::generate::sample(&row_logits, cfg, &mut rng);
+            completions[row].push(token);
+            finished[row] = cfg.eos_token_ids.contains(&token);
+            next[row] = token;
+            live[row] = true;
+        }
+        if finished.iter().all(|&f| f) || step + 1 == cfg.max_new_tokens {
+            break;
+        }
+        let batch = TokenBatch::new(next, live, rows, 1).unwrap();
+        logits = blocks_forward(model, &batch, &mut cache);
+        steps.push(logits.clone());
+    }
+    (completions, steps)
+}
+
+/// Host decoding (weights copied once, keys and values written in place, rows sampled in
+/// parallel) gives bit for bit the logits the fused blocks give, and so samples the same
+/// tokens for the same seed: on f32, with left padding, rows that end early at an EOS, the KV
+/// cache growing past its first capacities, and greedy, top-k and top-p sampling.
+#[test]
+fn host_decoding_samples_what_the_fused_blocks_sample() {
+    use swerve_trainer::generate::{SamplingConfig, generate};
+    let config = ModelConfig::from_json(json!({
+        "model_type": "llama", "vocab_size": 97, "hidden_size": 48, "intermediate_size": 80,
+        "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
+        "attention_bias": true
+    }))
+    .unwrap();
+    let model = CausalLm::new(
+        config.clone(),
+        ModelParams::<f32, Cpu>::random(&config, &Cpu::default(), 11, 0.25),
+    );
+    let prompts: Vec<Vec<u32>> = [3usize, 17, 9, 1, 30]
+        .iter()
+        .enumerate()
+        .map(|(r, &len)| {
+            (0..len)
+                .map(|i| ((r * 37 + i * 11) % 95 + 2) as u32)
+                .collect()
+        })
+        .collect();
+    for (temperature, top_k, top_p, seed) in [
+        (1.0, 0, 1.0, 1),
+        (0.7, 20, 0.9, 2),
+        (0.0, 0, 1.0, 3),
+        (1.3, 0, 0.95, 4),
+    ] {
+        let cfg = SamplingConfig {
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            max_new_tokens: 40,
+            eos_token_ids: vec![5, 6],
+            pad_token_id: 0,
+        };
+        let (want, want_logits) = blocks_generate(&model, &prompts, &cfg);
+        let got = generate(&model, &prompts, &cfg).unwrap();
+        assert_eq!(got.completions, want, "{cfg:?}");
+        // The host path's logits, step by step, bit for bit.
+        let batch = TokenBatch::left_padded(&prompts, 0).unwrap();
+        let mut cache = KvCache::new(prompts.len());
+        let mut logits = model.forward_cached(&batch, &mut cache).unwrap().as_vec();
+        for (step, want) in want_logits.iter().enumerate() {
+            assert_eq!(
+                logits.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "step {step} of {cfg:?}"
+            );
+            let (next, live): (Vec<u32>, Vec<bool>) = (0..prompts.len())
+                .map(|r| match got.completions[r].get(step) {
+                    Some(&t) => (t, true),
+                    None => (0, false),
+                })
+                .unzip();
+            if step + 1 < want_logits.len() {
+                let batch = TokenBatch::new(next, live, prompts.len(), 1).unwrap();
+                logits = model.forward_cached(&batch, &mut cache).unwrap().as_vec();
+            }
+        }
+    }
+}
+
+/// Decoding's few-row products give `gemm`'s results bit for bit, with and without a residual
+/// and a bias, over depths of one block and several (uneven) blocks, band widths that are and
+/// are not a multiple of the band, and the shapes `gemm` computes another way (one row, at most
+/// 256 outputs), which stay with `gemm`.
+#[test]
+fn few_row_products_are_gemms_bit_for_bit() {
+    use swerve_trainer::model::kernels::cpu::math::{self, HostMatrix};
+    let shapes = [
+        (2, 768, 256),
+        (4, 768, 768),
+        (3, 2048, 200),
+        (16, 1100, 96),
+        (5, 3001, 130),
+        (7, 64, 1000),
+        (1, 500, 300),
+        (4, 40, 60),
+        (9, 3, 40),
+    ];
+    for (n, k, m) in shapes {
+        let x: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7919) % 1013) as f32 * 1.3e-3 - 0.6)
+            .collect();
+        let w: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 104_729) % 997) as f32 * 1.1e-3 - 0.5)
+            .collect();
+        let bias: Vec<f32> = (0..m).map(|i| (i % 11) as f32 * 0.07 - 0.3).collect();
+        let residual: Vec<f32> = (0..n * m).map(|i| (i % 5) as f32 * 0.3 - 0.6).collect();
+        let host = HostMatrix::new(w.clone(), m);
+        for (b, r) in [(false, false), (true, false), (false, true), (true, true)] {
+            let bias = b.then_some(&bias[..]);
+            let want = math::linear_fwd(&x, &w, bias, r.then(|| residual.clone()), (n, k, m));
+            let got =
+                math::linear_fwd_host(&x, &host, bias, r.then(|| residual.clone()), (n, k, m));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "{n}×{k}·{k}×{m}, bias {b}, residual {r}"
+            );
+        }
+    }
+}

@@ -20,8 +20,8 @@ use dfdx::prelude::*;
 
 use super::config::ModelConfig;
 use super::kernels::{
-    AttentionContext, AttentionMask, BlockShape, HostLayer, HostWeights, KernelMode, Kernels,
-    KvPair,
+    AttentionContext, AttentionMask, BlockShape, DecodeInput, HostKv, HostWeights, KernelMode,
+    Kernels, KvPair,
 };
 use super::params::{LayerParams, ModelParams};
 use crate::error::{Error, Result};
@@ -122,15 +122,16 @@ pub struct TokenLogps<E: Dtype, D: Device<E>, T> {
 /// Per-layer keys and values of the tokens seen so far, for incremental decoding.
 #[derive(Debug, Clone)]
 pub struct KvCache<E: Dtype, D: Device<E>> {
-    /// `(keys, values)` per layer, each `[rows, len, num_kv_heads, head_dim]` (keys after RoPE).
+    /// `(keys, values)` per layer, each `[rows, len, num_kv_heads, head_dim]` (keys after RoPE),
+    /// where the device's blocks run the cached forward (see [`Kernels::host_weights`]).
     layers: Vec<KvPair<E, D>>,
+    /// The weights copied once for the whole generation and the keys and values in host
+    /// memory, where the device runs the cached forward on host buffers ([`Kernels::decode`]).
+    host: Option<(Arc<HostWeights<E>>, HostKv<E>)>,
     /// `[rows, len]` key mask: false for padding.
     key_mask: Vec<bool>,
     rows: usize,
     len: usize,
-    /// The weights as the device's kernels read them, copied once for the whole generation
-    /// (fused CPU kernels only).
-    weights: Option<Arc<HostWeights<E>>>,
 }
 
 impl<E: Dtype, D: Device<E>> KvCache<E, D> {
@@ -138,10 +139,10 @@ impl<E: Dtype, D: Device<E>> KvCache<E, D> {
     pub fn new(rows: usize) -> Self {
         Self {
             layers: Vec::new(),
+            host: None,
             key_mask: Vec::new(),
             rows,
             len: 0,
-            weights: None,
         }
     }
 
@@ -276,17 +277,38 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             key_mask.extend_from_slice(&cache.key_mask[row * past..(row + 1) * past]);
             key_mask.extend_from_slice(&batch.mask[row * s..(row + 1) * s]);
         }
-        let ctx = self.context(b, s, past, &key_mask);
-        if cache.weights.is_none() {
-            cache.weights = D::host_weights(&self.params, self.kernels).map(Arc::new);
+        if cache.is_empty() && cache.host.is_none() {
+            cache.host =
+                D::host_weights(&self.params, self.kernels).map(|w| (Arc::new(w), HostKv::new(b)));
         }
-        let weights = cache.weights.clone();
+        let shape = self.block_shape();
+        if let Some((weights, kv)) = &mut cache.host {
+            let (cos, sin) = self.rope_tables(past, s);
+            let mask = AttentionMask {
+                rows: b,
+                len: s,
+                past,
+                key_mask,
+            };
+            let input = DecodeInput {
+                ids: &batch.ids,
+                cos: &cos,
+                sin: &sin,
+                mask: &mask,
+                shape,
+            };
+            let logits = D::decode(weights, kv, input);
+            cache.key_mask = mask.key_mask;
+            cache.len = total;
+            let vocab = self.config.vocab_size;
+            return Ok(self.device().tensor_from_vec(logits, (b, vocab)));
+        }
+        let ctx = self.context(b, s, past, &key_mask);
         let mut x = self.embed(self.params.embed_tokens.clone(), batch);
         let mut new_layers = Vec::with_capacity(self.config.num_layers);
         for (i, layer) in self.params.layers.iter().enumerate() {
             let past_kv = cache.layers.get(i);
-            let host = weights.as_ref().map(|w| &w.layers[i]);
-            let (y, kv) = self.layer(x, layer, host, &ctx, past_kv, true);
+            let (y, kv) = self.layer(x, layer, &ctx, past_kv, true);
             x = y;
             new_layers.push(kv.expect("keep_kv returns the keys and values"));
         }
@@ -298,9 +320,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             .reshape_like(&(b, s, d));
         let last = self.device().tensor_from_vec(vec![s - 1; b], (b,));
         let last_hidden: T2<E, D, NoneTape> = hidden.select(last);
-        let head = self.head_weight();
-        let host = weights.as_ref().map(|w| &w.lm_head[..]);
-        Ok(D::lm_head(last_hidden, head, host, self.kernels))
+        Ok(self.lm_head(last_hidden))
     }
 
     /// Embeds the batch and runs all layers and the final norm: `[rows·cols, hidden]`.
@@ -308,7 +328,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
         let ctx = self.context(batch.rows, batch.cols, 0, &batch.mask);
         let mut x = self.embed(embed, batch);
         for layer in &self.params.layers {
-            x = self.layer(x, layer, None, &ctx, None, false).0;
+            x = self.layer(x, layer, &ctx, None, false).0;
         }
         D::rms_norm(x, &self.params.norm, self.config.rms_norm_eps, self.kernels)
     }
@@ -324,7 +344,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     }
 
     fn lm_head<T: Tape<E, D>>(&self, hidden: T2<E, D, T>) -> T2<E, D, T> {
-        D::lm_head(hidden, self.head_weight(), None, self.kernels)
+        D::linear(hidden, self.head_weight(), None, None, self.kernels)
     }
 
     /// The LM head's weight: its own, or the embedding matrix when tied.
@@ -335,15 +355,9 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             .unwrap_or(&self.params.embed_tokens)
     }
 
-    /// RoPE tables and the attention mask for `s` new tokens after `past` cached ones.
-    fn context(
-        &self,
-        b: usize,
-        s: usize,
-        past: usize,
-        key_mask: &[bool],
-    ) -> AttentionContext<E, D> {
-        let dev = self.device();
+    /// RoPE tables `[s, head_dim]` of positions `past..past + s`: cosines, and sines negated on
+    /// the first half of the head dimension.
+    fn rope_tables(&self, past: usize, s: usize) -> (Vec<E>, Vec<E>) {
         let hd = self.config.head_dim;
         let half = hd / 2;
         let mut cos = Vec::with_capacity(s * hd);
@@ -360,6 +374,21 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
                 sin.push(scalar::<E>(sign * angle.sin()));
             }
         }
+        (cos, sin)
+    }
+
+    /// RoPE tables and the attention mask for `b` rows of `s` new tokens after `past` cached
+    /// ones; `key_mask` is `[b, past + s]`, false for padding.
+    pub fn context(
+        &self,
+        b: usize,
+        s: usize,
+        past: usize,
+        key_mask: &[bool],
+    ) -> AttentionContext<E, D> {
+        let dev = self.device();
+        let hd = self.config.head_dim;
+        let (cos, sin) = self.rope_tables(past, s);
         AttentionContext::new(
             dev.tensor_from_vec(cos, (s, hd)),
             dev.tensor_from_vec(sin, (s, hd)),
@@ -372,27 +401,30 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
         )
     }
 
+    /// The attention shape and RMSNorm epsilon the blocks need.
+    fn block_shape(&self) -> BlockShape {
+        let cfg = &self.config;
+        BlockShape {
+            heads: cfg.num_heads,
+            kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            eps: cfg.rms_norm_eps,
+        }
+    }
+
     /// One decoder layer on `[rows·len, hidden]`; with `keep_kv`, also this layer's full keys
     /// and values (past and new) for the cache.
     fn layer<T: Tape<E, D>>(
         &self,
         x: T2<E, D, T>,
         layer: &LayerParams<E, D>,
-        host: Option<&HostLayer<E>>,
         ctx: &AttentionContext<E, D>,
         past: Option<&KvPair<E, D>>,
         keep_kv: bool,
     ) -> (T2<E, D, T>, Option<KvPair<E, D>>) {
-        let cfg = &self.config;
-        let shape = BlockShape {
-            heads: cfg.num_heads,
-            kv_heads: cfg.num_kv_heads,
-            head_dim: cfg.head_dim,
-            eps: cfg.rms_norm_eps,
-        };
-        let mode = self.kernels;
-        let (x, kv) = D::attention_block(x, layer, host, ctx, past, keep_kv, shape, mode);
-        (D::mlp_block(x, layer, host, cfg.rms_norm_eps, mode), kv)
+        let (shape, mode) = (self.block_shape(), self.kernels);
+        let (x, kv) = D::attention_block(x, layer, ctx, past, keep_kv, shape, mode);
+        (D::mlp_block(x, layer, shape.eps, mode), kv)
     }
 }
 

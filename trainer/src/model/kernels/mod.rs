@@ -13,6 +13,8 @@
 pub mod cpu;
 pub mod reference;
 
+pub use cpu::math::HostMatrix;
+
 use std::cell::OnceCell;
 
 use dfdx::prelude::*;
@@ -41,28 +43,29 @@ pub struct BlockShape {
     pub eps: f64,
 }
 
-/// Host copies of one decoder layer's weights (row-major, Hugging Face layouts), for kernels
-/// that read weights from host memory. Each `(weight, bias)` pair is one linear layer.
+/// Host copies of one decoder layer's weights (Hugging Face layouts, each also transposed, see
+/// [`HostMatrix`]), for kernels that read weights from host memory. Each `(weight, bias)` pair
+/// is one linear layer.
 #[derive(Debug, Clone)]
 pub struct HostLayer<E> {
     /// Input RMSNorm weight.
     pub input_norm: Vec<E>,
     /// Query projection.
-    pub q: (Vec<E>, Option<Vec<E>>),
+    pub q: (HostMatrix<E>, Option<Vec<E>>),
     /// Key projection.
-    pub k: (Vec<E>, Option<Vec<E>>),
+    pub k: (HostMatrix<E>, Option<Vec<E>>),
     /// Value projection.
-    pub v: (Vec<E>, Option<Vec<E>>),
+    pub v: (HostMatrix<E>, Option<Vec<E>>),
     /// Output projection.
-    pub o: (Vec<E>, Option<Vec<E>>),
+    pub o: (HostMatrix<E>, Option<Vec<E>>),
     /// Post-attention RMSNorm weight.
     pub post_norm: Vec<E>,
     /// SwiGLU gate projection.
-    pub gate: Vec<E>,
+    pub gate: HostMatrix<E>,
     /// SwiGLU up projection.
-    pub up: Vec<E>,
+    pub up: HostMatrix<E>,
     /// SwiGLU down projection.
-    pub down: Vec<E>,
+    pub down: HostMatrix<E>,
 }
 
 /// Host copies of a model's weights, made once for a whole generation so that each decoding
@@ -71,8 +74,80 @@ pub struct HostLayer<E> {
 pub struct HostWeights<E> {
     /// Per decoder layer.
     pub layers: Vec<HostLayer<E>>,
+    /// The final RMSNorm weight.
+    pub norm: Vec<E>,
     /// The LM head (the embedding matrix when tied).
-    pub lm_head: Vec<E>,
+    pub lm_head: HostMatrix<E>,
+    /// The embedding matrix when it is not tied to the LM head.
+    pub embed: Option<Vec<E>>,
+}
+
+/// A generation's keys and values in host memory, written in place: per layer, keys and values
+/// `[rows, cap, kv_heads, head_dim]` (keys after RoPE), of which the first `len` positions of
+/// each row are filled. The capacity doubles when a step needs more, so a step copies only its
+/// own new keys and values (and, rarely, the whole cache once).
+#[derive(Debug, Clone, Default)]
+pub struct HostKv<E> {
+    /// `(keys, values)` per layer.
+    pub layers: Vec<(Vec<E>, Vec<E>)>,
+    /// Sequences.
+    pub rows: usize,
+    /// Filled positions per sequence.
+    pub len: usize,
+    /// Allocated positions per sequence.
+    pub cap: usize,
+}
+
+impl<E: Copy + Default> HostKv<E> {
+    /// An empty cache for `rows` sequences.
+    pub fn new(rows: usize) -> Self {
+        Self {
+            rows,
+            ..Self::default()
+        }
+    }
+
+    /// Makes room for `len` positions per sequence in each of `layers` layers of `width`
+    /// (`kv_heads · head_dim`) elements per position, keeping what is filled.
+    pub fn reserve(&mut self, len: usize, layers: usize, width: usize) {
+        if len <= self.cap && self.layers.len() == layers {
+            return;
+        }
+        let cap = len.max(2 * self.cap);
+        let (rows, filled, old_cap) = (self.rows, self.len, self.cap);
+        let grow = |old: &[E]| {
+            let mut new = vec![E::default(); rows * cap * width];
+            for r in 0..rows.min(old.len() / (old_cap * width).max(1)) {
+                let from = r * old_cap * width;
+                new[r * cap * width..][..filled * width]
+                    .copy_from_slice(&old[from..from + filled * width]);
+            }
+            new
+        };
+        self.layers = (0..layers)
+            .map(|i| match self.layers.get(i) {
+                Some((k, v)) => (grow(k), grow(v)),
+                None => (grow(&[]), grow(&[])),
+            })
+            .collect();
+        self.cap = cap;
+    }
+}
+
+/// The new tokens of one cached forward on host buffers ([`Kernels::decode`]).
+#[derive(Debug)]
+pub struct DecodeInput<'a, E> {
+    /// `[rows, len]` token ids (ids past the vocabulary read its last row, as the tensor path
+    /// does).
+    pub ids: &'a [u32],
+    /// RoPE tables of the new positions, `[len, head_dim]` each (see [`AttentionContext`]).
+    pub cos: &'a [E],
+    /// See `cos`.
+    pub sin: &'a [E],
+    /// Which cached and new keys each new query may attend to.
+    pub mask: &'a AttentionMask,
+    /// The model's attention shape and RMSNorm epsilon.
+    pub shape: BlockShape,
 }
 
 /// The scalars of one AdamW step (PyTorch's `torch.optim.AdamW`, `amsgrad = false`).
@@ -263,20 +338,18 @@ pub trait Kernels<E: Dtype>: Device<E> {
         reference::adamw_update(p, grads, m, v, h)
     }
 
-    /// Host copies of the weights for a generation, when this device's kernels read weights
-    /// from host memory (the fused CPU kernels); `None` elsewhere.
+    /// Host copies of the weights for a generation, when this device runs generation's cached
+    /// forward on host buffers ([`Self::decode`]: the fused CPU kernels); `None` elsewhere.
     fn host_weights(_params: &ModelParams<E, Self>, _mode: KernelMode) -> Option<HostWeights<E>> {
         None
     }
 
-    /// The LM head `x Wᵀ`, reading `W` from `host` when given (see [`Self::host_weights`]).
-    fn lm_head<T: Tape<E, Self>>(
-        x: T2<E, Self, T>,
-        weight: &Matrix<E, Self>,
-        _host: Option<&[E]>,
-        mode: KernelMode,
-    ) -> T2<E, Self, T> {
-        Self::linear(x, weight, None, None, mode)
+    /// The cached forward of generation on host buffers: runs `input`'s new tokens through the
+    /// model on top of `cache`, appends their keys and values to it, and returns the logits of
+    /// each row's last new position, `[rows, vocab]`. Only called where
+    /// [`Self::host_weights`] gave the weights.
+    fn decode(_w: &HostWeights<E>, _cache: &mut HostKv<E>, _input: DecodeInput<'_, E>) -> Vec<E> {
+        unreachable!("host_weights is None on this device")
     }
 
     /// Whether [`Self::adamw_update_host`] runs here, so that AdamW keeps its moments in
@@ -300,12 +373,11 @@ pub trait Kernels<E: Dtype>: Device<E> {
 
     /// The attention half of a decoder layer: `x + o_proj(attention(rms_norm(x)))`, over
     /// `past` cached keys and values if any; with `keep_kv`, also this layer's full keys and
-    /// values for the cache. `host` holds the layer's weights when already copied out.
+    /// values for the cache.
     #[allow(clippy::too_many_arguments)]
     fn attention_block<T: Tape<E, Self>>(
         x: T2<E, Self, T>,
         layer: &LayerParams<E, Self>,
-        _host: Option<&HostLayer<E>>,
         ctx: &AttentionContext<E, Self>,
         past: Option<&KvPair<E, Self>>,
         keep_kv: bool,
@@ -316,11 +388,10 @@ pub trait Kernels<E: Dtype>: Device<E> {
     }
 
     /// The MLP half of a decoder layer: `x + down_proj(silu(gate_proj(h)) · up_proj(h))` with
-    /// `h = rms_norm(x)`. `host` holds the layer's weights when already copied out.
+    /// `h = rms_norm(x)`.
     fn mlp_block<T: Tape<E, Self>>(
         x: T2<E, Self, T>,
         layer: &LayerParams<E, Self>,
-        _host: Option<&HostLayer<E>>,
         eps: f64,
         mode: KernelMode,
     ) -> T2<E, Self, T> {
@@ -465,22 +536,17 @@ macro_rules! cpu_kernels {
                 (mode == KernelMode::Fused).then(|| cpu::host_weights(params))
             }
 
-            fn lm_head<T: Tape<$f, Self>>(
-                x: T2<$f, Self, T>,
-                weight: &Matrix<$f, Self>,
-                host: Option<&[$f]>,
-                mode: KernelMode,
-            ) -> T2<$f, Self, T> {
-                match mode {
-                    KernelMode::Fused => cpu::linear_host(x, weight, host),
-                    KernelMode::Reference => reference::linear(x, weight, None, None),
-                }
+            fn decode(
+                w: &HostWeights<$f>,
+                cache: &mut HostKv<$f>,
+                input: DecodeInput<'_, $f>,
+            ) -> Vec<$f> {
+                cpu::decode::forward(w, cache, input)
             }
 
             fn attention_block<T: Tape<$f, Self>>(
                 x: T2<$f, Self, T>,
                 layer: &LayerParams<$f, Self>,
-                host: Option<&HostLayer<$f>>,
                 ctx: &AttentionContext<$f, Self>,
                 past: Option<&KvPair<$f, Self>>,
                 keep_kv: bool,
@@ -489,7 +555,7 @@ macro_rules! cpu_kernels {
             ) -> (T2<$f, Self, T>, Option<KvPair<$f, Self>>) {
                 match mode {
                     KernelMode::Fused => {
-                        cpu::attention_block(x, layer, host, ctx, past, keep_kv, shape)
+                        cpu::attention_block(x, layer, ctx, past, keep_kv, shape)
                     }
                     KernelMode::Reference => {
                         composed_attention_block(x, layer, ctx, past, keep_kv, shape, mode)
@@ -500,12 +566,11 @@ macro_rules! cpu_kernels {
             fn mlp_block<T: Tape<$f, Self>>(
                 x: T2<$f, Self, T>,
                 layer: &LayerParams<$f, Self>,
-                host: Option<&HostLayer<$f>>,
                 eps: f64,
                 mode: KernelMode,
             ) -> T2<$f, Self, T> {
                 match mode {
-                    KernelMode::Fused => cpu::mlp_block(x, layer, host, eps),
+                    KernelMode::Fused => cpu::mlp_block(x, layer, eps),
                     KernelMode::Reference => composed_mlp_block(x, layer, eps, mode),
                 }
             }

@@ -11,76 +11,11 @@ use dfdx::prelude::*;
 
 use super::math::{self, AttnShape};
 use super::{CpuFloat, Res, host, linear_grads, put_grad, take_grad};
-use std::borrow::Cow;
 
-use crate::model::kernels::{AttentionContext, BlockShape, HostLayer, HostWeights, KvPair};
-use crate::model::params::{LayerParams, Linear, ModelParams};
+use crate::model::kernels::{AttentionContext, BlockShape, KvPair};
+use crate::model::params::{LayerParams, Linear};
 
 type T2<F, T = NoneTape> = Tensor<(usize, usize), F, Cpu, T>;
-
-/// A linear layer's weight and bias as host buffers.
-fn host_linear<F: CpuFloat>(l: &Linear<F, Cpu>) -> (Vec<F>, Option<Vec<F>>)
-where
-    Cpu: Device<F>,
-{
-    (host(&l.weight), l.bias.as_ref().map(host))
-}
-
-/// Host copies of every weight the blocks and the LM head read, for a whole generation.
-pub fn host_weights<F: CpuFloat>(params: &ModelParams<F, Cpu>) -> HostWeights<F>
-where
-    Cpu: Device<F>,
-{
-    let layers = params
-        .layers
-        .iter()
-        .map(|l| HostLayer {
-            input_norm: host(&l.input_layernorm),
-            q: host_linear(&l.q_proj),
-            k: host_linear(&l.k_proj),
-            v: host_linear(&l.v_proj),
-            o: host_linear(&l.o_proj),
-            post_norm: host(&l.post_attention_layernorm),
-            gate: host(&l.gate_proj),
-            up: host(&l.up_proj),
-            down: host(&l.down_proj),
-        })
-        .collect();
-    let head = params.lm_head.as_ref().unwrap_or(&params.embed_tokens);
-    HostWeights {
-        layers,
-        lm_head: host(head),
-    }
-}
-
-/// A weight from `cached` when given, else copied out of its tensor.
-fn weight<'a, S: Shape, F: CpuFloat>(
-    cached: Option<&'a [F]>,
-    t: &Tensor<S, F, Cpu>,
-) -> Cow<'a, [F]> {
-    match cached {
-        Some(w) => Cow::Borrowed(w),
-        None => Cow::Owned(host(t)),
-    }
-}
-
-/// A linear layer's weight and bias from `cached` when given, else copied out.
-#[allow(clippy::type_complexity)]
-fn linear_weights<'a, F: CpuFloat>(
-    cached: Option<&'a (Vec<F>, Option<Vec<F>>)>,
-    l: &Linear<F, Cpu>,
-) -> (Cow<'a, [F]>, Option<Cow<'a, [F]>>)
-where
-    Cpu: Device<F>,
-{
-    match cached {
-        Some((w, b)) => (Cow::Borrowed(w), b.as_deref().map(Cow::Borrowed)),
-        None => {
-            let (w, b) = host_linear(l);
-            (Cow::Owned(w), b.map(Cow::Owned))
-        }
-    }
-}
 
 /// Backward of one linear layer of the block: `dx += dy W`, and the weight (and bias)
 /// gradients in the store.
@@ -117,7 +52,6 @@ fn concat_rows<F: CpuFloat>(past: &[F], new: &[F], b: usize, row: usize) -> Vec<
 pub fn attention_block<F: CpuFloat, T: Tape<F, Cpu>>(
     x: T2<F, T>,
     layer: &LayerParams<F, Cpu>,
-    cached: Option<&HostLayer<F>>,
     ctx: &AttentionContext<F, Cpu>,
     past: Option<&KvPair<F, Cpu>>,
     keep_kv: bool,
@@ -152,15 +86,15 @@ where
     let (x, mut tape) = x.split_tape();
     let (cos, sin) = (host(&ctx.cos), host(&ctx.sin));
     let xs = host(&x);
-    let ln = weight(cached.map(|c| &c.input_norm[..]), &layer.input_layernorm);
+    let ln = host(&layer.input_layernorm);
     let (h, inv) = math::rms_fwd(&xs, &ln, eps);
-    let project = |cw: Option<&(Vec<F>, Option<Vec<F>>)>, l: &Linear<F, Cpu>, width: usize| {
-        let (w, bias) = linear_weights(cw, l);
-        math::linear_fwd(&h, &w, bias.as_deref(), None, (n, d, width))
+    let project = |l: &Linear<F, Cpu>, width: usize| {
+        let bias = l.bias.as_ref().map(host);
+        math::linear_fwd(&h, &host(&l.weight), bias.as_deref(), None, (n, d, width))
     };
-    let mut q = project(cached.map(|c| &c.q), &layer.q_proj, qw);
-    let mut k = project(cached.map(|c| &c.k), &layer.k_proj, kw);
-    let v = project(cached.map(|c| &c.v), &layer.v_proj, kw);
+    let mut q = project(&layer.q_proj, qw);
+    let mut k = project(&layer.k_proj, kw);
+    let v = project(&layer.v_proj, kw);
     math::rope_fwd(&mut q, qw, hd, &cos, &sin);
     math::rope_fwd(&mut k, kw, hd, &cos, &sin);
     let (k, v) = match past {
@@ -171,9 +105,10 @@ where
         None => (k, v),
     };
     let (a, probs) = math::attn_fwd(&q, &k, &v, sh, &ctx.mask, T::OWNS_TAPE);
-    let (wo, bo) = linear_weights(cached.map(|c| &c.o), &layer.o_proj);
-    let y = math::linear_fwd(&a, &wo, bo.as_deref(), Some(xs), (n, qw, d));
-    drop((wo, bo, ln));
+    let o = &layer.o_proj;
+    let bo = o.bias.as_ref().map(host);
+    let y = math::linear_fwd(&a, &host(&o.weight), bo.as_deref(), Some(xs), (n, qw, d));
+    drop((bo, ln));
     let out = dev.tensor_from_vec(y, (n, d));
     let kv_shape = (b, p + s, kv_heads, hd);
     // Without a tape nothing else needs k and v, so the cache takes them as they are.
@@ -244,7 +179,6 @@ where
 pub fn mlp_block<F: CpuFloat, T: Tape<F, Cpu>>(
     x: T2<F, T>,
     layer: &LayerParams<F, Cpu>,
-    cached: Option<&HostLayer<F>>,
     eps: f64,
 ) -> T2<F, T>
 where
@@ -255,19 +189,13 @@ where
     let dev = x.device().clone();
     let (x, mut tape) = x.split_tape();
     let xs = host(&x);
-    let ln = weight(
-        cached.map(|c| &c.post_norm[..]),
-        &layer.post_attention_layernorm,
-    );
+    let ln = host(&layer.post_attention_layernorm);
     let (h, inv) = math::rms_fwd(&xs, &ln, eps);
-    let gate = weight(cached.map(|c| &c.gate[..]), &layer.gate_proj);
-    let g = math::linear_fwd(&h, &gate, None, None, (n, d, f));
-    let up = weight(cached.map(|c| &c.up[..]), &layer.up_proj);
-    let u = math::linear_fwd(&h, &up, None, None, (n, d, f));
+    let g = math::linear_fwd(&h, &host(&layer.gate_proj), None, None, (n, d, f));
+    let u = math::linear_fwd(&h, &host(&layer.up_proj), None, None, (n, d, f));
     let act = math::swiglu_fwd(&g, &u);
-    let down = weight(cached.map(|c| &c.down[..]), &layer.down_proj);
-    let y = math::linear_fwd(&act, &down, None, Some(xs), (n, f, d));
-    drop((gate, up, down, ln));
+    let y = math::linear_fwd(&act, &host(&layer.down_proj), None, Some(xs), (n, f, d));
+    drop(ln);
     let out = dev.tensor_from_vec(y, (n, d));
     if T::OWNS_TAPE {
         let out_key = out.clone();

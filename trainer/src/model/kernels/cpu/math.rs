@@ -14,9 +14,15 @@ pub trait CpuFloat:
     /// `eˣ`, written so that loops over it vectorise (see [`exp_f32`]); `f64` uses the libm
     /// function, so the finite-difference checks see the exact exponential.
     fn vexp(self) -> Self;
+
+    /// Whether [`few_rows_fwd`] may stand in for `gemm` on this type (it knows gemm's block
+    /// geometry for `f32` only).
+    const FEW_ROWS: bool;
 }
 
 impl CpuFloat for f32 {
+    const FEW_ROWS: bool = true;
+
     #[inline(always)]
     fn vexp(self) -> Self {
         exp_f32(self)
@@ -24,6 +30,8 @@ impl CpuFloat for f32 {
 }
 
 impl CpuFloat for f64 {
+    const FEW_ROWS: bool = false;
+
     #[inline(always)]
     fn vexp(self) -> Self {
         self.exp()
@@ -377,6 +385,238 @@ pub fn linear_fwd<F: CpuFloat>(
     y
 }
 
+/// A weight matrix `[out, in]` in host memory, and its transpose packed for the few-row
+/// products of decoding steps ([`linear_fwd_host`]).
+#[derive(Debug, Clone)]
+pub struct HostMatrix<F> {
+    /// Row-major `[out, in]` (Hugging Face's layout).
+    pub w: Vec<F>,
+    /// The transpose `[in, out]` in bands of [`FEW_COLS`] columns, each band contiguous
+    /// (`[in, width]` row-major, the last band narrower), so that a task streams its band
+    /// front to back.
+    pub bands: Vec<F>,
+    /// Output features.
+    pub out: usize,
+}
+
+impl<F: CpuFloat> HostMatrix<F> {
+    /// A matrix from its row-major `[out, in]` elements.
+    pub fn new(w: Vec<F>, out: usize) -> Self {
+        let k = w.len().checked_div(out).unwrap_or(0);
+        let mut bands = Vec::with_capacity(w.len());
+        for c0 in (0..out).step_by(FEW_COLS) {
+            let rows = &w[c0 * k..(c0 + FEW_COLS).min(out) * k];
+            for kk in 0..k {
+                bands.extend(rows.chunks_exact(k).map(|row| row[kk]));
+            }
+        }
+        Self { w, bands, out }
+    }
+}
+
+/// Rows at most for which [`linear_fwd_host`] runs [`few_rows_fwd`] (a decoding step's batch).
+pub const FEW_ROWS: usize = 16;
+
+/// The micro-kernel geometry `(mr, nr)` of the `f32` product `gemm` dispatches to on this CPU,
+/// where its kernel sums each output as one chain of fused multiply-adds per block of depth;
+/// `None` elsewhere.
+fn gemm_f32_geometry() -> Option<(usize, usize)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // gemm 0.19 with `x86-v4`: 4×16 rows by 6 columns on AVX-512, 2×8 by 6 on AVX2 + FMA.
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Some((64, 6));
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            return Some((16, 6));
+        }
+    }
+    None
+}
+
+/// The depth of `gemm`'s blocks for an `m×k · k×n` product whose kernel is `(mr, nr)`
+/// (`gemm_common`'s own rule: it depends on `k` and the L1 cache, not on `m` or `n`, except
+/// that products of at most 64×64 use blocks of 512).
+fn gemm_block_depth(m: usize, n: usize, k: usize, (mr, nr): (usize, usize)) -> usize {
+    if m <= 64 && n <= 64 {
+        k.min(512)
+    } else {
+        gemm_common::cache::kernel_params(m, n, k, mr, nr, 4).kc
+    }
+}
+
+/// `x Wᵀ (+ bias)` with `init` added, as [`linear_fwd`], reading the weight from `w`: a product
+/// of 2 to [`FEW_ROWS`] rows runs [`few_rows_fwd`] on the transposed weight where it computes
+/// what `gemm` computes; anything else runs [`linear_fwd`].
+pub fn linear_fwd_host<F: CpuFloat>(
+    x: &[F],
+    w: &HostMatrix<F>,
+    bias: Option<&[F]>,
+    init: Option<Vec<F>>,
+    (n, k, m): (usize, usize, usize),
+) -> Vec<F> {
+    assert_eq!(w.out, m, "linear: weight shape");
+    // gemm sums other shapes differently: one row is a matrix-vector product, at most 256
+    // outputs a horizontal kernel, a depth of 2 or less an outer product.
+    let geometry = gemm_f32_geometry().filter(|_| F::FEW_ROWS);
+    match geometry {
+        Some(g) if (2..=FEW_ROWS).contains(&n) && n * m > 256 && k > 2 => few_rows_fwd(
+            x,
+            &w.bands,
+            bias,
+            init,
+            (n, k, m),
+            gemm_block_depth(n, m, k, g),
+        ),
+        _ => linear_fwd(x, &w.w, bias, init, (n, k, m)),
+    }
+}
+
+/// Output columns per task of [`few_rows_fwd`].
+pub const FEW_COLS: usize = 32;
+
+/// `x Wᵀ (+ bias)` with `init` added for a few rows of `x: [n, k]`, reading the transposed
+/// weight packed in bands (`wt`, see [`HostMatrix::bands`]), summed as `gemm`'s kernel sums it: per output, one chain of fused
+/// multiply-adds over each block of `depth` inputs, each block's sum added to the output in
+/// turn (the first block's written, when nothing is to be added to), so the result is `gemm`'s
+/// bit for bit (tests/model_kernels.rs). A decoding step's product is a pass over the weight:
+/// here the weight is streamed once, 32 columns by 4 rows at a time in registers, where `gemm`
+/// would fill a 64-row tile for 4 rows and read its columns six strided streams at a time.
+pub fn few_rows_fwd<F: CpuFloat>(
+    x: &[F],
+    wt: &[F],
+    bias: Option<&[F]>,
+    init: Option<Vec<F>>,
+    (n, k, m): (usize, usize, usize),
+    depth: usize,
+) -> Vec<F> {
+    assert!(
+        x.len() == n * k && wt.len() == k * m && depth > 0,
+        "few-row product: operand sizes"
+    );
+    let accumulate = init.is_some() || bias.is_some();
+    let start = match (init, bias) {
+        (Some(mut y), b) => {
+            assert_eq!(y.len(), n * m, "linear: residual size");
+            if let Some(b) = b {
+                assert_eq!(b.len(), m, "linear: bias size");
+                y.chunks_exact_mut(m)
+                    .for_each(|row| row.iter_mut().zip(b).for_each(|(y, b)| *y += *b));
+            }
+            y
+        }
+        (None, Some(b)) => {
+            assert_eq!(b.len(), m, "linear: bias size");
+            b.repeat(n)
+        }
+        (None, None) => vec![F::zero(); n * m],
+    };
+    // Each task owns columns c0..c0+width of every row: its own buffer, `[n, width]`.
+    let bands: Vec<Vec<F>> = (0..m.div_ceil(FEW_COLS))
+        .into_par_iter()
+        .map(|band| {
+            let c0 = band * FEW_COLS;
+            let width = FEW_COLS.min(m - c0);
+            let panel = &wt[c0 * k..(c0 + width) * k];
+            let mut out: Vec<F> = (0..n)
+                .flat_map(|r| &start[r * m + c0..r * m + c0 + width])
+                .copied()
+                .collect();
+            simd(
+                #[inline(always)]
+                || {
+                    let mut k0 = 0;
+                    while k0 < k {
+                        let k1 = (k0 + depth).min(k);
+                        let write = k0 == 0 && !accumulate;
+                        let mut r0 = 0;
+                        while r0 < n {
+                            let tile = Tile {
+                                x,
+                                panel,
+                                k,
+                                r0,
+                                depth: k0..k1,
+                            };
+                            let rows = (n - r0).min(4);
+                            let out = &mut out[r0 * width..(r0 + rows) * width];
+                            match (rows, width == FEW_COLS) {
+                                (4, true) => tile.run::<4, FEW_COLS>(out, width, write),
+                                (3, true) => tile.run::<3, FEW_COLS>(out, width, write),
+                                (2, true) => tile.run::<2, FEW_COLS>(out, width, write),
+                                (1, true) => tile.run::<1, FEW_COLS>(out, width, write),
+                                _ => tile.run_narrow(out, rows, width, write),
+                            }
+                            r0 += rows;
+                        }
+                        k0 = k1;
+                    }
+                },
+            );
+            out
+        })
+        .collect();
+    let mut y = Vec::with_capacity(n * m);
+    for r in 0..n {
+        for (band, part) in bands.iter().enumerate() {
+            let width = FEW_COLS.min(m - band * FEW_COLS);
+            y.extend_from_slice(&part[r * width..(r + 1) * width]);
+        }
+    }
+    y
+}
+
+/// One block of depth of [`few_rows_fwd`] for up to 4 rows from `r0` and one band of columns.
+struct Tile<'a, F> {
+    x: &'a [F],
+    /// The band of the transposed weight, `[k, width]`.
+    panel: &'a [F],
+    k: usize,
+    r0: usize,
+    depth: std::ops::Range<usize>,
+}
+
+impl<F: CpuFloat> Tile<'_, F> {
+    /// `R` rows by `W` columns with the sums in registers; `out` is `[R, width]`.
+    #[inline(always)]
+    fn run<const R: usize, const W: usize>(&self, out: &mut [F], width: usize, write: bool) {
+        let mut acc = [[F::zero(); W]; R];
+        for kk in self.depth.clone() {
+            let w: &[F; W] = self.panel[kk * W..][..W].try_into().expect("a full band");
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let xv = self.x[(self.r0 + r) * self.k + kk];
+                for (a, &wv) in acc.iter_mut().zip(w) {
+                    *a = xv.mul_add(wv, *a);
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            for (o, &a) in out[r * width..][..W].iter_mut().zip(acc) {
+                *o = if write { a } else { *o + a };
+            }
+        }
+    }
+
+    /// The last, narrower band (or rows not in a multiple of 4) with sums in memory: the same
+    /// arithmetic, without the registers.
+    #[inline(always)]
+    fn run_narrow(&self, out: &mut [F], rows: usize, width: usize, write: bool) {
+        let mut acc = vec![F::zero(); rows * width];
+        for kk in self.depth.clone() {
+            let w = &self.panel[kk * width..][..width];
+            for (r, acc) in acc.chunks_exact_mut(width).enumerate() {
+                let xv = self.x[(self.r0 + r) * self.k + kk];
+                for (a, &wv) in acc.iter_mut().zip(w) {
+                    *a = xv.mul_add(wv, *a);
+                }
+            }
+        }
+        for (o, &a) in out.iter_mut().zip(&acc) {
+            *o = if write { a } else { *o + a };
+        }
+    }
+}
+
 /// Backward of [`linear_fwd`]: `dx += dy W`, `dW += dyᵀ x`, `db += Σ_rows dy`.
 pub fn linear_bwd<F: CpuFloat>(
     dy: &[F],
@@ -706,6 +946,22 @@ pub fn attn_fwd<F: CpuFloat>(
     mask: &AttentionMask,
     keep_probs: bool,
 ) -> (Vec<F>, Option<Vec<F>>) {
+    attn_fwd_strided(q, k, v, sh.total, sh, mask, keep_probs)
+}
+
+/// [`attn_fwd`] over keys and values laid out `[b, kv_stride, kv_heads, hd]` with
+/// `kv_stride ≥ total`, of which each sequence's first `total` positions are read: a KV cache
+/// with room to grow is attended to in place. The arithmetic is [`attn_fwd`]'s, value for value.
+#[allow(clippy::too_many_arguments)]
+pub fn attn_fwd_strided<F: CpuFloat>(
+    q: &[F],
+    k: &[F],
+    v: &[F],
+    kv_stride: usize,
+    sh: AttnShape,
+    mask: &AttentionMask,
+    keep_probs: bool,
+) -> (Vec<F>, Option<Vec<F>>) {
     let AttnShape {
         b,
         s,
@@ -716,7 +972,10 @@ pub fn attn_fwd<F: CpuFloat>(
     } = sh;
     assert!(kvh > 0 && heads % kvh == 0, "attention: heads per kv head");
     assert!(
-        q.len() == b * s * heads * hd && k.len() == b * total * kvh * hd && v.len() == k.len(),
+        q.len() == b * s * heads * hd
+            && kv_stride >= total
+            && k.len() == b * kv_stride * kvh * hd
+            && v.len() == k.len(),
         "attention: q/k/v sizes"
     );
     assert!(
@@ -735,7 +994,7 @@ pub fn attn_fwd<F: CpuFloat>(
         let kv = h / group;
         let keys = &mask.key_mask[bi * total..(bi + 1) * total];
         let qbase = (bi * s * heads + h) * hd;
-        let kbase = (bi * total * kvh + kv) * hd;
+        let kbase = (bi * kv_stride * kvh + kv) * hd;
         for &blk in &plans[bi] {
             let (qn, kn) = (blk.q1 - blk.q0, blk.k1 - blk.k0);
             let pblk = &mut p[blk.q0 * total..blk.q1 * total];

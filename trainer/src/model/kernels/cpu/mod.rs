@@ -32,15 +32,17 @@
 #![allow(unsafe_code)]
 
 pub mod blocks;
+pub mod decode;
 pub mod math;
 pub mod ops;
 pub mod optim;
 
 use dfdx::prelude::*;
 
-pub use blocks::{attention_block, host_weights, mlp_block};
+pub use blocks::{attention_block, mlp_block};
+pub use decode::host_weights;
 pub use math::{CpuFloat, exp_f32};
-pub use ops::{attention, linear, linear_host, rms_norm, rope, swiglu, token_logps};
+pub use ops::{attention, linear, rms_norm, rope, swiglu, token_logps};
 pub use optim::{adamw_update, grad_sq_sum};
 
 type Res = Result<(), CpuError>;

@@ -5,8 +5,6 @@
 //!
 //! [`Kernels`]: crate::model::Kernels
 
-use std::borrow::Cow;
-
 use dfdx::prelude::*;
 
 use super::math::{self, AttnShape};
@@ -24,35 +22,9 @@ pub fn linear<F: CpuFloat, T: Tape<F, Cpu>>(
     bias: Option<&T1<F>>,
     residual: Option<T2<F, T>>,
 ) -> T2<F, T> {
-    linear_with(x, weight, None, bias, residual)
-}
-
-/// `y = x Wᵀ` reading `W` from `cached` when given (a copy of `weight` made earlier, see
-/// [`super::host_weights`]); `weight` stays the key of the weight's gradient.
-pub fn linear_host<F: CpuFloat, T: Tape<F, Cpu>>(
-    x: T2<F, T>,
-    weight: &T2<F>,
-    cached: Option<&[F]>,
-) -> T2<F, T> {
-    linear_with(x, weight, cached, None, None)
-}
-
-fn linear_with<F: CpuFloat, T: Tape<F, Cpu>>(
-    x: T2<F, T>,
-    weight: &T2<F>,
-    cached: Option<&[F]>,
-    bias: Option<&T1<F>>,
-    residual: Option<T2<F, T>>,
-) -> T2<F, T> {
     let (n, k) = *x.shape();
     let m = weight.shape().0;
-    let ws = match cached {
-        Some(ws) => {
-            assert_eq!(ws.len(), m * k, "linear: cached weight size");
-            Cow::Borrowed(ws)
-        }
-        None => Cow::Owned(host(weight)),
-    };
+    let ws = host(weight);
     let dev = x.device().clone();
     let (x, mut tape) = x.split_tape();
     let residual = residual.map(|r| {
