@@ -8,8 +8,8 @@ Qwen2ForCausalLM built from the same config.json (random init) and torch.optim.A
     gather the C completion tokens -> loss = -(logps * advantages).mean() -> backward ->
     clip_grad_norm_(1.0) -> AdamW step -> zero_grad
 
-and, with --gen-tokens, batched sampling with the KV cache (model.generate). Prints one JSON
-object on stdout. Needs torch and transformers (e.g. a venv: pip install torch transformers).
+and, with --gen-tokens, batched sampling with the KV cache (model.generate); --gen-only skips the
+training step. Prints one JSON object on stdout. Needs torch and transformers (e.g. a venv: pip install torch transformers).
 
     python3 benches/pytorch/train_step.py --config trainer/assets/tiny/config.json \
         --batch 8 --seq 256 --completion 128 --steps 5 --gen-tokens 64 --threads 2
@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--gen-tokens", type=int, default=0, help="new tokens per row (0: skip)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--attn", default="eager", help="attn_implementation (eager or sdpa)")
+    ap.add_argument("--gen-only", action="store_true", help="time generation only, no training step")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -48,28 +49,6 @@ def main() -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.0)
 
     b, s, c = args.batch, args.seq, args.completion
-    ids = torch.randint(0, config.vocab_size, (b, s))
-    mask = torch.ones(b, s, dtype=torch.long)
-    advantages = torch.randn(b, 1)
-
-    def step() -> None:
-        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=c + 1).logits
-        logits = logits[:, :-1, :] / 1.0
-        logps = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, -c:].unsqueeze(-1)).squeeze(-1)
-        loss = -(logps * advantages).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    step()  # warm-up
-    times = []
-    for _ in range(args.steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    step_s = sorted(times)[len(times) // 2]
-
     out = {
         "impl": f"pytorch {torch.__version__} ({args.attn})",
         "config": args.config,
@@ -78,9 +57,31 @@ def main() -> None:
         "seq": s,
         "completion": c,
         "threads": args.threads,
-        "step_s": step_s,
-        "train_tok_s": b * s / step_s,
     }
+    if not args.gen_only:
+        ids = torch.randint(0, config.vocab_size, (b, s))
+        mask = torch.ones(b, s, dtype=torch.long)
+        advantages = torch.randn(b, 1)
+
+        def step() -> None:
+            logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=c + 1).logits
+            logits = logits[:, :-1, :] / 1.0
+            logps = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, -c:].unsqueeze(-1)).squeeze(-1)
+            loss = -(logps * advantages).mean()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        step()  # warm-up
+        times = []
+        for _ in range(args.steps):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        step_s = sorted(times)[len(times) // 2]
+        out["step_s"] = step_s
+        out["train_tok_s"] = b * s / step_s
 
     if args.gen_tokens > 0:
         model.eval()

@@ -5,12 +5,15 @@
 //! cargo bench -p swerve-trainer --bench train_step                      # both configs
 //! cargo bench -p swerve-trainer --bench train_step -- --python /tmp/refvenv/bin/python
 //! cargo bench -p swerve-trainer --bench train_step -- --only tiny --steps 10
+//! cargo bench -p swerve-trainer --bench train_step -- --decode --python /tmp/refvenv/bin/python
 //! ```
 //!
 //! A training step is what GRPO does per micro-batch: `B × S` tokens (prompt and completion, no
 //! padding) go through the model with gradients; the log-probabilities of the last `C` tokens are
 //! weighted by per-row advantages into a loss; backward; gradient clipping and an AdamW step.
 //! Generation samples `G` new tokens per row after a `P`-token prompt with the KV cache.
+//! `--decode` times generation alone over a grid of batch sizes and lengths (`B` ∈ {4, 16},
+//! `G` ∈ {32, 256}, `P` = 64) and prints one row per cell with the ratio to PyTorch.
 //!
 //! Each case runs in a child process (this binary with `--case`), so that the peak resident
 //! memory (`VmHWM`) belongs to that case alone. With `--python` the same cases also run through
@@ -54,9 +57,16 @@ struct Args {
     /// was the slower of the two on CPU (docs/benchmarks-trainer.md)
     #[arg(long, default_value = "eager")]
     torch_attn: String,
+    /// Time generation alone over the grid of batch sizes and lengths (see the file's
+    /// documentation) instead of the training step
+    #[arg(long)]
+    decode: bool,
     /// Internal: run one case in this process and print its JSON (`name`)
     #[arg(long, hide = true)]
     case: Option<String>,
+    /// Internal: with `--case`, time only the generation of `B,G` (rows, new tokens)
+    #[arg(long, hide = true, value_parser = parse_pair)]
+    gen_only: Option<(usize, usize)>,
     /// Passed by `cargo bench`; ignored
     #[arg(long, hide = true)]
     bench: bool,
@@ -108,11 +118,18 @@ fn main() -> anyhow::Result<()> {
         // What the trainer binary does first: see swerve_trainer::runtime.
         swerve_trainer::runtime::init()?;
         let case = find_case(name)?;
-        let result = run_case(&case, &crate_dir.join(case.config), args.steps)?;
+        let config = crate_dir.join(case.config);
+        let result = match args.gen_only {
+            Some((rows, tokens)) => run_generation(&case, &config, rows, tokens)?,
+            None => run_case(&case, &config, args.steps)?,
+        };
         println!("{result}");
         return Ok(());
     }
     let exe = std::env::current_exe().context("cannot find the benchmark binary")?;
+    if args.decode {
+        return decode_grid(&args, &exe, crate_dir);
+    }
     // (case, implementation) → one result per round, in order of first appearance.
     let mut rows: Vec<(&str, String, Vec<Value>)> = Vec::new();
     let mut record = |case: &'static str, r: Value| {
@@ -177,6 +194,121 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The `--decode` grid: (rows, new tokens) per cell.
+const DECODE_GRID: [(usize, usize); 4] = [(4, 32), (16, 32), (4, 256), (16, 256)];
+
+fn parse_pair(s: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s.split_once(',').ok_or("expected B,G")?;
+    let num = |x: &str| x.trim().parse::<usize>().map_err(|e| format!("`{x}`: {e}"));
+    Ok((num(a)?, num(b)?))
+}
+
+/// Generation alone over [`DECODE_GRID`], swerve and (with `--python`) PyTorch alternating per
+/// round; medians over rounds.
+fn decode_grid(args: &Args, exe: &Path, crate_dir: &Path) -> anyhow::Result<()> {
+    let mut table = Vec::new();
+    for case in CASES
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
+    {
+        for (rows, tokens) in DECODE_GRID {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for _ in 0..args.rounds.max(1) {
+                let mut rust = Command::new(exe);
+                rust.args([
+                    "--case",
+                    case.name,
+                    "--gen-only",
+                    &format!("{rows},{tokens}"),
+                ])
+                .env("RAYON_NUM_THREADS", args.threads.to_string());
+                ours.push(run_child(rust)?["gen_tok_s"].as_f64().unwrap_or(f64::NAN));
+                if let Some(python) = &args.python {
+                    let shaped = Case {
+                        batch: rows,
+                        gen_tokens: tokens,
+                        ..*case
+                    };
+                    let mut torch = torch_command(python, &shaped, args, crate_dir);
+                    torch.arg("--gen-only");
+                    theirs.push(run_child(torch)?["gen_tok_s"].as_f64().unwrap_or(f64::NAN));
+                }
+            }
+            table.push((case.name, rows, tokens, median(ours), median(theirs)));
+        }
+    }
+    println!("| case | B×G (P = 64) | swerve gen tok/s | PyTorch gen tok/s | swerve / PyTorch |");
+    println!("|---|---|---|---|---|");
+    for (name, rows, tokens, ours, theirs) in table {
+        println!(
+            "| {name} | {rows}×{tokens} | {ours:.1} | {theirs:.1} | {:.2}× |",
+            ours / theirs
+        );
+    }
+    Ok(())
+}
+
+/// A token id in `2..vocab` from a xorshift generator: reproducible ids without another
+/// dependency.
+fn random_token(state: &mut u64, vocab: usize) -> u32 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    (*state % (vocab as u64 - 2)) as u32 + 2
+}
+
+/// The median (NaN for none).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Times one generation of `rows` × `tokens` after a warm-up of two tokens, in this process.
+fn run_generation(
+    case: &Case,
+    config_path: &Path,
+    rows: usize,
+    tokens: usize,
+) -> anyhow::Result<Value> {
+    let dev = Cpu::default();
+    let config = ModelConfig::from_file(config_path)?;
+    let params = ModelParams::<f32, Cpu>::random(&config, &dev, 0, 0.02);
+    let model = CausalLm::new(config.clone(), params);
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let prompts: Vec<Vec<u32>> = (0..rows)
+        .map(|_| {
+            (0..case.gen_prompt)
+                .map(|_| random_token(&mut state, config.vocab_size))
+                .collect()
+        })
+        .collect();
+    let sampling = SamplingConfig {
+        max_new_tokens: tokens,
+        eos_token_ids: Vec::new(),
+        pad_token_id: 1,
+        ..SamplingConfig::default()
+    };
+    let warm_up = SamplingConfig {
+        max_new_tokens: 2,
+        ..sampling.clone()
+    };
+    generate(&model, &prompts, &warm_up)?;
+    let t0 = Instant::now();
+    let out = generate(&model, &prompts, &sampling)?;
+    let gen_s = t0.elapsed().as_secs_f64();
+    let generated: usize = out.completions.iter().map(Vec::len).sum();
+    Ok(json!({
+        "impl": "swerve (dfdx 0.13, fused CPU kernels)",
+        "config": config_path,
+        "batch": rows,
+        "gen_tokens": tokens,
+        "threads": rayon_threads(),
+        "gen_s": gen_s,
+        "gen_tok_s": generated as f64 / gen_s,
+        "peak_rss_mib": peak_rss_mib(),
+    }))
 }
 
 /// The PyTorch side of `case`.
@@ -245,13 +377,7 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
 
     let (b, s, c) = (case.batch, case.seq, case.completion);
     let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let mut next_token = || {
-        // xorshift: reproducible ids without another dependency.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % (config.vocab_size as u64 - 2)) as u32 + 2
-    };
+    let mut next_token = || random_token(&mut state, config.vocab_size);
     let ids: Vec<u32> = (0..b * s).map(|_| next_token()).collect();
     let batch = TokenBatch::new(ids, vec![true; b * s], b, s)?;
     let advantages: Vec<f32> = (0..b)
