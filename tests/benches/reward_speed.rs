@@ -6,9 +6,21 @@
 //! 3. the same reward in CPython with difflib (`benches/python/swerl_reward.py`);
 //! 4. a trivial plugin's call on a fresh instance (store + instantiate + call).
 //!
-//! `cargo bench -p swerve-tests --bench reward_speed` — numbers go to docs/benchmarks.md.
+//! Then the same on a set the code was never tuned on: 500 cases written by
+//! `benches/python/gen_swerl_cases.py` (seeded, so every run scores the same bytes), as one pass
+//! natively and through the plugin in this process, and as whole processes: `harness reward
+//! --plugin swe-rl --jobs 1` (the release binary, when built) against CPython scoring the same
+//! file (`benches/python/swerl_file.py`). Every reward of the four must be bit-identical.
+//!
+//! ```text
+//! cargo build --release -p swerve-harness --bin harness
+//! cargo bench -p swerve-tests --bench reward_speed
+//! ```
+//!
+//! Numbers go to docs/benchmarks.md.
 
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -51,6 +63,11 @@ fn sample(v: &DevVector) -> Sample {
 }
 
 fn main() {
+    dev_vector_set();
+    generated_set();
+}
+
+fn dev_vector_set() {
     let vectors = dev_vectors();
     let samples: Vec<Sample> = vectors.iter().map(sample).collect();
 
@@ -207,5 +224,202 @@ fn main() {
     );
     println!(
         "trivial plugin call on a fresh instance: median {trivial_median:.1} us, mean {trivial_mean:.1} us"
+    );
+}
+
+/// Cases in the generated set, and its seed.
+const GENERATED_CASES: usize = 500;
+const GENERATED_SEED: u64 = 16;
+
+/// The fastest of `rounds` runs of `f`, in seconds.
+fn best_of(rounds: usize, mut f: impl FnMut()) -> f64 {
+    (0..rounds)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Wall seconds of `cmd`, which must succeed.
+fn timed(cmd: &mut Command) -> f64 {
+    let start = Instant::now();
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    secs
+}
+
+/// The `reward` of every line of a results file, in line order.
+fn rewards_of(path: &Path) -> Vec<Option<f64>> {
+    let text = std::fs::read_to_string(path).expect("results file");
+    let mut rows: Vec<(u64, Option<f64>)> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("a JSON result line");
+            (v["line"].as_u64().expect("line"), v["reward"].as_f64())
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    rows.into_iter().map(|r| r.1).collect()
+}
+
+/// The release `harness` binary next to this benchmark's target folder, if built.
+fn release_harness() -> Option<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let bin = target.join("release/harness");
+    bin.is_file().then_some(bin)
+}
+
+fn generated_set() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let cases = dir.path().join("cases.jsonl");
+    timed(
+        Command::new("python3")
+            .arg(repo_root().join("benches/python/gen_swerl_cases.py"))
+            .args(["--cases", &GENERATED_CASES.to_string()])
+            .args(["--seed", &GENERATED_SEED.to_string()])
+            .arg(&cases),
+    );
+    let bytes = std::fs::metadata(&cases).expect("cases").len();
+    let samples: Vec<Sample> = std::fs::read_to_string(&cases)
+        .expect("cases")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a generated case"))
+        .collect();
+
+    let native_rewards: Vec<f64> = samples
+        .iter()
+        .map(|s| {
+            swerve_swe_rl::search_replace_reward(
+                &s.code_context,
+                &s.oracle_new_content,
+                &s.completion,
+            )
+            .reward
+        })
+        .collect();
+    let native = best_of(3, || {
+        for s in &samples {
+            black_box(swerve_swe_rl::search_replace_reward(
+                &s.code_context,
+                &s.oracle_new_content,
+                &s.completion,
+            ));
+        }
+    });
+
+    let host = Host::new(HostConfig::default()).expect("host");
+    let swe_rl = host
+        .load_reward(
+            &swerve_host::bundled::expect("swe-rl"),
+            &BudgetOverrides::default(),
+        )
+        .expect("swe-rl plugin");
+    let scorer = Scorer::new(
+        vec![WeightedPlugin {
+            plugin: swe_rl,
+            weight: 1.0,
+        }],
+        ScorerConfig {
+            jobs: 1,
+            ..ScorerConfig::default()
+        },
+    );
+    let scored = scorer.score(&samples, &|_| {}).expect("scored");
+    for ((s, got), want) in samples.iter().zip(&scored).zip(&native_rewards) {
+        assert_eq!(
+            got.reward.map(f64::to_bits),
+            Some(want.to_bits()),
+            "{}: plugin and native rewards differ",
+            s.id
+        );
+    }
+    let plugin = best_of(3, || {
+        black_box(scorer.score(&samples, &|_| {}).expect("scored"));
+    });
+
+    let harness = release_harness().map(|bin| {
+        let out = dir.path().join("harness.jsonl");
+        let secs = best_of(3, || {
+            timed(
+                Command::new(&bin)
+                    .args(["reward", "--plugin", "swe-rl", "--jobs", "1", "--input"])
+                    .arg(&cases)
+                    .arg("--output")
+                    .arg(&out),
+            );
+        });
+        let rewards = rewards_of(&out);
+        for (i, (got, want)) in rewards.iter().zip(&native_rewards).enumerate() {
+            assert_eq!(
+                got.map(f64::to_bits),
+                Some(want.to_bits()),
+                "line {}: harness and native rewards differ",
+                i + 1
+            );
+        }
+        assert_eq!(rewards.len(), samples.len(), "harness wrote every line");
+        secs
+    });
+    let py_out = dir.path().join("cpython.jsonl");
+    let cpython = timed(
+        Command::new("python3")
+            .arg(repo_root().join("benches/python/swerl_file.py"))
+            .arg(&cases)
+            .arg(&py_out),
+    );
+    let py_rewards = rewards_of(&py_out);
+    assert_eq!(py_rewards.len(), samples.len(), "CPython scored every line");
+    for (i, (got, want)) in py_rewards.iter().zip(&native_rewards).enumerate() {
+        assert_eq!(
+            got.map(f64::to_bits),
+            Some(want.to_bits()),
+            "line {}: CPython and swerve rewards differ",
+            i + 1
+        );
+    }
+
+    println!();
+    println!(
+        "SWE-RL reward over {GENERATED_CASES} generated cases (seed {GENERATED_SEED}, {:.1} MB), one thread, \
+         all rewards bit-identical (seconds for the whole set)",
+        bytes as f64 / 1e6
+    );
+    println!(
+        "{:<44} {:>10}",
+        "native Rust, one pass",
+        format!("{native:.3}")
+    );
+    println!(
+        "{:<44} {:>10} {:>8.2}x native",
+        "swe-rl plugin, batches of 16, in process",
+        format!("{plugin:.3}"),
+        plugin / native
+    );
+    match harness {
+        Some(h) => println!(
+            "{:<44} {:>10} {:>8.1}x faster than CPython",
+            "harness reward --jobs 1, whole process",
+            format!("{h:.3}"),
+            cpython / h
+        ),
+        None => println!(
+            "harness reward: skipped (no target/release/harness; cargo build --release -p swerve-harness --bin harness)"
+        ),
+    }
+    println!(
+        "{:<44} {:>10}",
+        "CPython difflib, whole process",
+        format!("{cpython:.3}")
     );
 }
