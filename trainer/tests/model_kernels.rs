@@ -349,16 +349,17 @@ fn blocks_generate(
     (completions, steps)
 }
 
-/// Host decoding (weights copied once, keys and values written in place, rows sampled in
-/// parallel) gives bit for bit the logits the fused blocks give, and so samples the same
-/// tokens for the same seed: on f32, with left padding, rows that end early at an EOS, the KV
-/// cache growing past its first capacities, and greedy, top-k and top-p sampling.
+/// Host decoding (weights copied once, keys and values written in place, few-row products for
+/// the projections and the LM head, rows sampled in parallel) gives bit for bit the logits the
+/// fused blocks give, and so samples the same tokens for the same seed: on f32, with left
+/// padding, rows that end early at an EOS, the KV cache growing past its first capacity, and
+/// greedy, top-k and top-p sampling.
 #[test]
 fn host_decoding_samples_what_the_fused_blocks_sample() {
     use swerve_trainer::generate::{SamplingConfig, generate};
     let config = ModelConfig::from_json(json!({
-        "model_type": "llama", "vocab_size": 97, "hidden_size": 48, "intermediate_size": 80,
-        "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 2,
+        "model_type": "llama", "vocab_size": 256, "hidden_size": 256, "intermediate_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
         "attention_bias": true
     }))
@@ -387,7 +388,7 @@ fn host_decoding_samples_what_the_fused_blocks_sample() {
             top_k,
             top_p,
             seed,
-            max_new_tokens: 40,
+            max_new_tokens: 24,
             eos_token_ids: vec![5, 6],
             pad_token_id: 0,
         };
