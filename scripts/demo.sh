@@ -2,7 +2,7 @@
 # The main job on bundled defaults:
 #   1. the bundled training run (`trainer demo`, trainer/scripts/bundled-run.sh): a tiny Qwen2
 #      trained from random weights on the 13 swerve-mini tasks, SFT then GRPO with the `swe-rl`
-#      reward plugin, on the CPU in about ten minutes; reward curve plotted, predictions of the
+#      reward plugin, on the CPU in about five minutes; reward curve plotted, predictions of the
 #      final checkpoint written (greedy), under target/demo/train/;
 #   2. those predictions evaluated in Docker with `harness run`, SWE-bench style;
 #   3. verified evaluation of the bundled swerve-mini dataset (`harness run`): the gold patches,

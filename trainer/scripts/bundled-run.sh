@@ -9,7 +9,7 @@
 #
 # Outputs: OUTPUT_DIR/{sft,grpo}/metrics.jsonl and plots/*.png, checkpoints, predictions.jsonl
 # (for `harness run --predictions`) and summary.json (first- and last-tenth mean reward).
-# About 8.5 minutes on 2 cores after the release build (docs/benchmarks.md, "The bundled run").
+# About 4 minutes on 2 cores after the release build (docs/benchmarks.md, "The bundled run").
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-$root/target/swerve-mini-tiny}"
