@@ -25,7 +25,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use swerve_host::{
-    BudgetOverrides, Host, HostConfig, Isolation, Sample, Scorer, ScorerConfig, WeightedPlugin,
+    BudgetOverrides, Host, HostConfig, Isolation, RewardPlugin, Sample, Scorer, ScorerConfig,
+    WeightedPlugin,
 };
 use swerve_tests::{DevVector, dev_vectors, repo_root};
 
@@ -63,11 +64,18 @@ fn sample(v: &DevVector) -> Sample {
 }
 
 fn main() {
-    dev_vector_set();
-    generated_set();
+    let host = Host::new(HostConfig::default()).expect("host");
+    let swe_rl = host
+        .load_reward(
+            &swerve_host::bundled::expect("swe-rl"),
+            &BudgetOverrides::default(),
+        )
+        .expect("swe-rl plugin");
+    dev_vector_set(&host, &swe_rl);
+    generated_set(swe_rl);
 }
 
-fn dev_vector_set() {
+fn dev_vector_set(host: &Host, swe_rl: &RewardPlugin) {
     let vectors = dev_vectors();
     let samples: Vec<Sample> = vectors.iter().map(sample).collect();
 
@@ -84,13 +92,6 @@ fn dev_vector_set() {
         })
         .collect();
 
-    let host = Host::new(HostConfig::default()).expect("host");
-    let swe_rl = host
-        .load_reward(
-            &swerve_host::bundled::expect("swe-rl"),
-            &BudgetOverrides::default(),
-        )
-        .expect("swe-rl plugin");
     for (s, v) in samples.iter().zip(&vectors) {
         let r = swe_rl
             .score(std::slice::from_ref(s), Isolation::Strict)
@@ -280,7 +281,7 @@ fn release_harness() -> Option<PathBuf> {
     bin.is_file().then_some(bin)
 }
 
-fn generated_set() {
+fn generated_set(swe_rl: RewardPlugin) {
     let dir = tempfile::tempdir().expect("temporary folder");
     let cases = dir.path().join("cases.jsonl");
     timed(
@@ -318,13 +319,6 @@ fn generated_set() {
         }
     });
 
-    let host = Host::new(HostConfig::default()).expect("host");
-    let swe_rl = host
-        .load_reward(
-            &swerve_host::bundled::expect("swe-rl"),
-            &BudgetOverrides::default(),
-        )
-        .expect("swe-rl plugin");
     let scorer = Scorer::new(
         vec![WeightedPlugin {
             plugin: swe_rl,

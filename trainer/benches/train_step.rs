@@ -284,21 +284,8 @@ fn run_generation(
                 .collect()
         })
         .collect();
-    let sampling = SamplingConfig {
-        max_new_tokens: tokens,
-        eos_token_ids: Vec::new(),
-        pad_token_id: 1,
-        ..SamplingConfig::default()
-    };
-    let warm_up = SamplingConfig {
-        max_new_tokens: 2,
-        ..sampling.clone()
-    };
-    generate(&model, &prompts, &warm_up)?;
-    let t0 = Instant::now();
-    let out = generate(&model, &prompts, &sampling)?;
-    let gen_s = t0.elapsed().as_secs_f64();
-    let generated: usize = out.completions.iter().map(Vec::len).sum();
+    timed_generation(&model, &prompts, 2)?;
+    let (gen_s, gen_tok_s) = timed_generation(&model, &prompts, tokens)?;
     Ok(json!({
         "impl": "swerve (dfdx 0.13, fused CPU kernels)",
         "config": config_path,
@@ -306,9 +293,29 @@ fn run_generation(
         "gen_tokens": tokens,
         "threads": rayon_threads(),
         "gen_s": gen_s,
-        "gen_tok_s": generated as f64 / gen_s,
+        "gen_tok_s": gen_tok_s,
         "peak_rss_mib": peak_rss_mib(),
     }))
+}
+
+/// Samples `tokens` new tokens per prompt (temperature 1, no EOS) and returns the seconds it
+/// took and the tokens per second.
+fn timed_generation(
+    model: &CausalLm<f32, Cpu>,
+    prompts: &[Vec<u32>],
+    tokens: usize,
+) -> anyhow::Result<(f64, f64)> {
+    let sampling = SamplingConfig {
+        max_new_tokens: tokens,
+        eos_token_ids: Vec::new(),
+        pad_token_id: 1,
+        ..SamplingConfig::default()
+    };
+    let t0 = Instant::now();
+    let out = generate(model, prompts, &sampling)?;
+    let gen_s = t0.elapsed().as_secs_f64();
+    let generated: usize = out.completions.iter().map(Vec::len).sum();
+    Ok((gen_s, generated as f64 / gen_s))
 }
 
 /// The PyTorch side of `case`.
@@ -413,16 +420,7 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
     let prompts: Vec<Vec<u32>> = (0..b)
         .map(|_| (0..case.gen_prompt).map(|_| next_token()).collect())
         .collect();
-    let sampling = SamplingConfig {
-        max_new_tokens: case.gen_tokens,
-        eos_token_ids: Vec::new(),
-        pad_token_id: 1,
-        ..SamplingConfig::default()
-    };
-    let t0 = Instant::now();
-    let out = generate(&model, &prompts, &sampling)?;
-    let gen_s = t0.elapsed().as_secs_f64();
-    let generated: usize = out.completions.iter().map(Vec::len).sum();
+    let (gen_s, gen_tok_s) = timed_generation(&model, &prompts, case.gen_tokens)?;
 
     Ok(json!({
         "impl": "swerve (dfdx 0.13, fused CPU kernels)",
@@ -439,7 +437,7 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
         "optimizer_s": median(3),
         "train_tok_s": (b * s) as f64 / step_s,
         "gen_s": gen_s,
-        "gen_tok_s": generated as f64 / gen_s,
+        "gen_tok_s": gen_tok_s,
         "peak_rss_mib": peak_rss_mib(),
     }))
 }

@@ -348,25 +348,9 @@ pub fn linear_fwd<F: CpuFloat>(
         x.len() == n * k && w.len() == m * k,
         "linear: operand sizes"
     );
-    let accumulate = init.is_some() || bias.is_some();
-    let mut y = match init {
-        Some(y) => {
-            assert_eq!(y.len(), n * m, "linear: residual size");
-            y
-        }
-        None => Vec::with_capacity(n * m),
-    };
-    if let Some(b) = bias {
-        assert_eq!(b.len(), m, "linear: bias size");
-        if y.is_empty() {
-            for _ in 0..n {
-                y.extend_from_slice(b);
-            }
-        } else {
-            y.par_chunks_mut(m)
-                .for_each(|row| row.iter_mut().zip(b).for_each(|(y, b)| *y += *b));
-        }
-    }
+    let start = linear_start(bias, init, n, m);
+    let accumulate = start.is_some();
+    let mut y = start.unwrap_or_else(|| Vec::with_capacity(n * m));
     // SAFETY: y has room for n×m elements (initialised when accumulating), x is n×k and w m×k;
     // without accumulation the product writes all n×m elements before set_len exposes them.
     unsafe {
@@ -393,7 +377,7 @@ pub struct HostMatrix<F> {
     pub w: Vec<F>,
     /// The transpose `[in, out]` in bands of [`FEW_COLS`] columns, each band contiguous
     /// (`[in, width]` row-major, the last band narrower), so that a task streams its band
-    /// front to back.
+    /// front to back; empty where [`few_rows_fwd`] does not run (no FMA, or `f64`).
     pub bands: Vec<F>,
     /// Output features.
     pub out: usize,
@@ -402,6 +386,13 @@ pub struct HostMatrix<F> {
 impl<F: CpuFloat> HostMatrix<F> {
     /// A matrix from its row-major `[out, in]` elements.
     pub fn new(w: Vec<F>, out: usize) -> Self {
+        if few_rows_geometry::<F>().is_none() {
+            return Self {
+                w,
+                bands: Vec::new(),
+                out,
+            };
+        }
         let k = w.len().checked_div(out).unwrap_or(0);
         let mut bands = Vec::with_capacity(w.len());
         for c0 in (0..out).step_by(FEW_COLS) {
@@ -434,6 +425,11 @@ fn gemm_f32_geometry() -> Option<(usize, usize)> {
     None
 }
 
+/// [`gemm_f32_geometry`] where [`few_rows_fwd`] runs on `F`.
+fn few_rows_geometry<F: CpuFloat>() -> Option<(usize, usize)> {
+    gemm_f32_geometry().filter(|_| F::FEW_ROWS)
+}
+
 /// The depth of `gemm`'s blocks for an `m×k · k×n` product whose kernel is `(mr, nr)`
 /// (`gemm_common`'s own rule: it depends on `k` and the L1 cache, not on `m` or `n`, except
 /// that products of at most 64×64 use blocks of 512).
@@ -458,8 +454,7 @@ pub fn linear_fwd_host<F: CpuFloat>(
     assert_eq!(w.out, m, "linear: weight shape");
     // gemm sums other shapes differently: one row is a matrix-vector product, at most 256
     // outputs a horizontal kernel, a depth of 2 or less an outer product.
-    let geometry = gemm_f32_geometry().filter(|_| F::FEW_ROWS);
-    match geometry {
+    match few_rows_geometry::<F>() {
         Some(g) if (2..=FEW_ROWS).contains(&n) && n * m > 256 && k > 2 => few_rows_fwd(
             x,
             &w.bands,
@@ -476,8 +471,8 @@ pub fn linear_fwd_host<F: CpuFloat>(
 pub const FEW_COLS: usize = 32;
 
 /// `x Wᵀ (+ bias)` with `init` added for a few rows of `x: [n, k]`, reading the transposed
-/// weight packed in bands (`wt`, see [`HostMatrix::bands`]), summed as `gemm`'s kernel sums it: per output, one chain of fused
-/// multiply-adds over each block of `depth` inputs, each block's sum added to the output in
+/// weight packed in bands (`wt`, see [`HostMatrix::bands`]), summed as `gemm`'s kernel sums
+/// it: per output, one chain of fused multiply-adds over each block of `depth` inputs, each block's sum added to the output in
 /// turn (the first block's written, when nothing is to be added to), so the result is `gemm`'s
 /// bit for bit (tests/model_kernels.rs). A decoding step's product is a pass over the weight:
 /// here the weight is streamed once, 32 columns by 4 rows at a time in registers, where `gemm`
@@ -494,23 +489,9 @@ pub fn few_rows_fwd<F: CpuFloat>(
         x.len() == n * k && wt.len() == k * m && depth > 0,
         "few-row product: operand sizes"
     );
-    let accumulate = init.is_some() || bias.is_some();
-    let start = match (init, bias) {
-        (Some(mut y), b) => {
-            assert_eq!(y.len(), n * m, "linear: residual size");
-            if let Some(b) = b {
-                assert_eq!(b.len(), m, "linear: bias size");
-                y.chunks_exact_mut(m)
-                    .for_each(|row| row.iter_mut().zip(b).for_each(|(y, b)| *y += *b));
-            }
-            y
-        }
-        (None, Some(b)) => {
-            assert_eq!(b.len(), m, "linear: bias size");
-            b.repeat(n)
-        }
-        (None, None) => vec![F::zero(); n * m],
-    };
+    let start = linear_start(bias, init, n, m);
+    let accumulate = start.is_some();
+    let start = start.unwrap_or_else(|| vec![F::zero(); n * m]);
     // Each task owns columns c0..c0+width of every row: its own buffer, `[n, width]`.
     let bands: Vec<Vec<F>> = (0..m.div_ceil(FEW_COLS))
         .into_par_iter()
@@ -614,6 +595,31 @@ impl<F: CpuFloat> Tile<'_, F> {
         for (o, &a) in out.iter_mut().zip(&acc) {
             *o = if write { a } else { *o + a };
         }
+    }
+}
+
+/// What a linear layer's product adds to: the residual `init` plus the bias on every row, the
+/// bias rows alone, or nothing (`None`: the product is written, not added).
+fn linear_start<F: CpuFloat>(
+    bias: Option<&[F]>,
+    init: Option<Vec<F>>,
+    n: usize,
+    m: usize,
+) -> Option<Vec<F>> {
+    if let Some(b) = bias {
+        assert_eq!(b.len(), m, "linear: bias size");
+    }
+    match (init, bias) {
+        (Some(mut y), b) => {
+            assert_eq!(y.len(), n * m, "linear: residual size");
+            if let Some(b) = b {
+                y.par_chunks_mut(m)
+                    .for_each(|row| row.iter_mut().zip(b).for_each(|(y, b)| *y += *b));
+            }
+            Some(y)
+        }
+        (None, Some(b)) => Some(b.repeat(n)),
+        (None, None) => None,
     }
 }
 
