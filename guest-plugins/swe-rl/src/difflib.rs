@@ -10,11 +10,15 @@
 //! - there is no `isjunk` argument, so the junk set is always empty and CPython's two
 //!   junk-extension passes in `find_longest_match` are provably no-ops; they are left out;
 //! - elements are interned to dense `u32` ids before matching (equality of ids is equality of
-//!   elements), and the `j2len` dictionaries are one flat array stamped with row numbers;
+//!   elements), and the `j2len` dictionaries are one flat array of runs stored over per-row
+//!   bases (`Scratch`), never cleared;
+//! - a row whose runs cannot beat the best block (they are at most one longer than the previous
+//!   row's) is written without looking for its longest run;
 //! - `find_longest_match` finds the indices of `b2j[a[i]]` inside `[blo, bhi)` by binary search,
 //!   and walks them downwards, keeping the row's longest run at its smallest `j` (which is what
 //!   CPython's upward walk with a strict `>` ends up with).
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -223,34 +227,53 @@ impl SequenceMatcher {
     ) -> (u32, u32, u32) {
         let (a, b) = (&self.a, &self.b);
         let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0u32);
-        // A fresh number before the first row means no run from an earlier call is continued.
-        let mut row = scratch.begin(ahi - alo);
+        let mut floor = scratch.begin(ahi - alo);
         let cells = &mut scratch.cells;
+        // A bound on the previous row's longest run. A row's runs are at most one longer than
+        // the previous row's, so a row can only improve the best block when `reach` is at
+        // least `bestsize`; other rows are written without finding their longest run.
+        let mut reach = 0u32;
         for i in alo..ahi {
-            row += 1;
             let id = a[i as usize];
-            if id == NOT_IN_B {
-                continue;
+            if id != NOT_IN_B {
+                let (start, end) = self.b2j_ranges[id as usize];
+                let js = &self.b2j_indices[start as usize..end as usize];
+                // Most calls cover all of b: check the ends before searching.
+                let lo = match js.first() {
+                    Some(&j) if j >= blo => 0,
+                    _ => js.partition_point(|&j| j < blo),
+                };
+                let hi = match js.last() {
+                    Some(&j) if j < bhi => js.len(),
+                    _ => lo + js[lo..].partition_point(|&j| j < bhi),
+                };
+                let js = &js[lo..hi];
+                if reach < bestsize {
+                    row_runs::<false>(js, cells, floor);
+                    reach += 1;
+                } else {
+                    let top = row_runs::<true>(js, cells, floor);
+                    // The row's runs are its cells' values less its base.
+                    let row_best = (top - (floor + ROW)) as u32;
+                    reach = row_best;
+                    if row_best > bestsize {
+                        // CPython keeps the first (smallest) j reaching the row's longest run.
+                        let row_j = js
+                            .iter()
+                            .copied()
+                            .find(|&j| cells[j as usize + 1] == top)
+                            .expect("the row's longest run ends at one of its indices");
+                        besti = i + 1 - row_best;
+                        bestj = row_j + 1 - row_best;
+                        bestsize = row_best;
+                    }
+                }
+            } else {
+                reach = 0;
             }
-            let (start, end) = self.b2j_ranges[id as usize];
-            let js = &self.b2j_indices[start as usize..end as usize];
-            // Most calls cover all of b: check the ends before searching.
-            let lo = match js.first() {
-                Some(&j) if j >= blo => 0,
-                _ => js.partition_point(|&j| j < blo),
-            };
-            let hi = match js.last() {
-                Some(&j) if j < bhi => js.len(),
-                _ => lo + js[lo..].partition_point(|&j| j < bhi),
-            };
-            let (row_best, row_j) = row_runs(&js[lo..hi], cells, row);
-            if row_best > bestsize {
-                besti = i + 1 - row_best;
-                bestj = row_j + 1 - row_best;
-                bestsize = row_best;
-            }
+            floor += ROW;
         }
-        scratch.row = row;
+        scratch.floor = floor + ROW;
         // Extend over equal neighbours; this may cross popular elements.
         while besti > alo && bestj > blo && a[besti as usize - 1] == b[bestj as usize - 1] {
             besti -= 1;
@@ -489,34 +512,33 @@ fn push_range(out: &mut String, start: usize, stop: usize) {
 
 /// One row of `find_longest_match`'s dynamic programme: for each `j` of `js` (the indices in `b`
 /// of `a[i]`, ascending), the run ending at `j` is one longer than the run the previous row
-/// recorded ending at `j - 1`. Returns the row's longest run and the smallest `j` ending one.
+/// recorded ending at `j - 1`. With `TOP`, returns the largest value the row wrote (see
+/// [`Scratch`]); without, the row is only written (and the return value is meaningless).
 ///
-/// CPython walks j upwards and takes a run when it is strictly longer than the best, so a row
-/// improves the best with its longest run, at the smallest j having it. Walking downwards lets
-/// one array hold both rows: the cell read for j (the run ending at j - 1) is only overwritten
-/// later, when j - 1 is processed.
-#[cfg_attr(target_arch = "wasm32", inline(never))]
-#[cfg_attr(not(target_arch = "wasm32"), inline)]
-fn row_runs(js: &[u32], cells: &mut [u64], row: u32) -> (u32, u32) {
-    let (mut row_best, mut row_j) = (0u32, 0u32);
-    let previous = row - 1;
-    let stamp = u64::from(row) << 32;
+/// A cell read at or below `floor` (the previous row's base) belongs to an older row and means
+/// no run, so the run ending at `j` is stored as `max(cells[j], floor) + ROW + 1`: one more
+/// than the previous row's run, on this row's base `floor + ROW`. Walking downwards lets one
+/// array hold both rows: the cell read for `j` (the run ending at `j - 1`) is only overwritten
+/// later, when `j - 1` is processed. The row tracks its largest value only; the caller finds
+/// where it ends when it improves the best block, which is rare. With the base's step a
+/// constant, the loop keeps few values live: in wasm, where the fuel check's call inside the
+/// loop makes Cranelift keep values live across it on the stack, each one is a reload per step.
+#[inline]
+fn row_runs<const TOP: bool>(js: &[u32], cells: &mut [u64], floor: u64) -> u64 {
+    let mut top = floor + ROW;
+    // Two views of the cells, shifted by one and of the same length, so that one bounds check
+    // covers both the read of `cells[j]` and the write of `cells[j + 1]`.
+    let cells = Cell::from_mut(cells).as_slice_of_cells();
+    let (ending_before, ending_at) = (&cells[..cells.len() - 1], &cells[1..]);
     let mut step = |j: u32| {
-        let cell = cells[j as usize];
-        let k = if (cell >> 32) as u32 == previous {
-            cell as u32 + 1
-        } else {
-            1
-        };
-        cells[j as usize + 1] = stamp | u64::from(k);
-        if k >= row_best {
-            row_best = k;
-            row_j = j;
+        let run = ending_before[j as usize].get().max(floor) + (ROW + 1);
+        ending_at[j as usize].set(run);
+        if TOP {
+            top = top.max(run);
         }
     };
     // Four indices per loop iteration, highest first: the same steps in the same order, with
-    // a quarter of the loop's overhead (in wasm, its fuel and epoch checks and the reloads of
-    // values the register allocator keeps on the stack across them).
+    // a quarter of the loop's overhead (in wasm, its fuel and epoch checks).
     let mut rest = js;
     while let [head @ .., j0, j1, j2, j3] = rest {
         step(*j3);
@@ -525,46 +547,58 @@ fn row_runs(js: &[u32], cells: &mut [u64], row: u32) -> (u32, u32) {
         step(*j0);
         rest = head;
     }
-    for &j in rest.iter().rev() {
-        step(j);
+    // The last three or fewer without a loop (no checks in wasm).
+    match *rest {
+        [j0, j1, j2] => {
+            step(j2);
+            step(j1);
+            step(j0);
+        }
+        [j0, j1] => {
+            step(j1);
+            step(j0);
+        }
+        [j0] => step(j0),
+        _ => {}
     }
-    (row_best, row_j)
+    top
 }
 
-/// The `j2len` rows of `find_longest_match`, reused across calls.
+/// How far each row's base lies above the previous row's: more than any run (runs are shorter
+/// than `b`, whose length is below `u32::MAX`).
+const ROW: u64 = 1 << 32;
+
+/// The `j2len` rows of `find_longest_match`, reused across calls without ever being cleared.
 ///
-/// `cells[j + 1]` holds the run ending at `j` in its low 32 bits and, in its high 32 bits, the
-/// number of the row that wrote it; a cell counts as a run only when read by the next row, so
-/// nothing is ever cleared.
+/// `cells[j + 1]` holds the run ending at `j` as an offset over the base of the row that wrote
+/// it. Each row's base is [`ROW`] above its predecessor's, so every value written before the
+/// previous row is at most the previous row's base (the row's `floor`) and reads as no run.
+/// Each call starts above every value written so far.
 #[derive(Debug)]
 struct Scratch {
     cells: Vec<u64>,
-    /// The last row number handed out.
-    row: u32,
+    /// No cell holds more than this.
+    floor: u64,
 }
 
 impl Scratch {
     fn new(len_b: usize) -> Self {
         Self {
             cells: vec![0; len_b + 1],
-            row: 0,
+            floor: 0,
         }
     }
 
-    /// Starts a call that will use `rows` row numbers; returns the number before the first.
-    fn begin(&mut self, rows: u32) -> u32 {
-        if self
-            .row
-            .checked_add(rows)
-            .and_then(|r| r.checked_add(2))
-            .is_none()
-        {
+    /// Starts a call of `rows` rows; returns the first row's `floor`.
+    fn begin(&mut self, rows: u32) -> u64 {
+        // The call's values stay below `floor + (rows + 1) · ROW`, which is where the next call
+        // starts; (2^32 − 1) · 2^32 fits in a u64, so from 0 every call fits.
+        let needed = (u64::from(rows) + 1) << 32;
+        if self.floor.checked_add(needed).is_none() {
             self.cells.fill(0);
-            self.row = 0;
+            self.floor = 0;
         }
-        // Skip one number, so that the first row sees no valid previous cell.
-        self.row += 1;
-        self.row
+        self.floor
     }
 }
 
@@ -626,9 +660,13 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
+            // The tail as a little-endian word padded with zeros, built without a copy of
+            // variable length (in wasm, a `memory.copy` and so a call out to the host).
+            let word = rest
+                .iter()
+                .rev()
+                .fold(0u64, |word, &byte| (word << 8) | u64::from(byte));
+            self.add(word);
         }
     }
 
@@ -833,6 +871,126 @@ mod tests {
                     generic.matching_blocks(),
                     direct.matching_blocks(),
                     "{a:?} {b:?}"
+                );
+            }
+        }
+    }
+
+    /// CPython's `find_longest_match` as written there: a fresh `j2len` dictionary per row,
+    /// `b2j` walked upwards, a strict `>` (no junk, popular elements dropped from `b2j`).
+    fn literal_longest_match(
+        a: &[u32],
+        b: &[u32],
+        b2j: &HashMap<u32, Vec<usize>>,
+        (alo, ahi, blo, bhi): (usize, usize, usize, usize),
+    ) -> (usize, usize, usize) {
+        let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
+        let mut j2len: HashMap<usize, usize> = HashMap::new();
+        for (i, x) in a.iter().enumerate().take(ahi).skip(alo) {
+            let mut newj2len = HashMap::new();
+            for &j in b2j.get(x).map_or(&[][..], Vec::as_slice) {
+                if j < blo {
+                    continue;
+                }
+                if j >= bhi {
+                    break;
+                }
+                let k = j
+                    .checked_sub(1)
+                    .and_then(|p| j2len.get(&p))
+                    .copied()
+                    .unwrap_or(0)
+                    + 1;
+                newj2len.insert(j, k);
+                if k > bestsize {
+                    (besti, bestj, bestsize) = (i + 1 - k, j + 1 - k, k);
+                }
+            }
+            j2len = newj2len;
+        }
+        while besti > alo && bestj > blo && a[besti - 1] == b[bestj - 1] {
+            (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
+        }
+        while besti + bestsize < ahi
+            && bestj + bestsize < bhi
+            && a[besti + bestsize] == b[bestj + bestsize]
+        {
+            bestsize += 1;
+        }
+        (besti, bestj, bestsize)
+    }
+
+    /// CPython's `get_matching_blocks` over [`literal_longest_match`], before merging.
+    fn literal_blocks(a: &[u32], b: &[u32], autojunk: Autojunk) -> Vec<(usize, usize, usize)> {
+        let mut b2j: HashMap<u32, Vec<usize>> = HashMap::new();
+        for (j, &x) in b.iter().enumerate() {
+            b2j.entry(x).or_default().push(j);
+        }
+        if autojunk == Autojunk::On && b.len() >= 200 {
+            let ntest = b.len() / 100 + 1;
+            b2j.retain(|_, js| js.len() <= ntest);
+        }
+        let mut queue = vec![(0, a.len(), 0, b.len())];
+        let mut blocks = Vec::new();
+        while let Some((alo, ahi, blo, bhi)) = queue.pop() {
+            let (i, j, k) = literal_longest_match(a, b, &b2j, (alo, ahi, blo, bhi));
+            if k > 0 {
+                blocks.push((i, j, k));
+                if alo < i && blo < j {
+                    queue.push((alo, i, blo, j));
+                }
+                if i + k < ahi && j + k < bhi {
+                    queue.push((i + k, ahi, j + k, bhi));
+                }
+            }
+        }
+        blocks.sort_unstable();
+        blocks
+    }
+
+    /// Random sequences over small alphabets (long runs, many ties, many calls sharing one
+    /// scratch row array), against the literal algorithm: the same blocks, in every case.
+    #[test]
+    fn blocks_agree_with_the_literal_algorithm() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        for case in 0..600 {
+            let alphabet = [2, 3, 5, 30][case % 4];
+            let len_a = next(if case % 5 == 0 { 400 } else { 60 }) as usize;
+            let len_b = next(if case % 7 == 0 { 400 } else { 60 }) as usize;
+            let a: Vec<u32> = (0..len_a).map(|_| next(alphabet) as u32).collect();
+            // Half the cases edit a copy of `a`, so that long blocks exist.
+            let b: Vec<u32> = if case % 2 == 0 {
+                let mut b = Vec::new();
+                for &x in &a {
+                    match next(16) {
+                        0 => {}
+                        1 => b.push(next(alphabet) as u32),
+                        2 => b.extend([x, next(alphabet) as u32]),
+                        _ => b.push(x),
+                    }
+                }
+                b
+            } else {
+                (0..len_b).map(|_| next(alphabet) as u32).collect()
+            };
+            for autojunk in [Autojunk::Off, Autojunk::On] {
+                let ours: Vec<(usize, usize, usize)> = {
+                    let mut raw = SequenceMatcher::new(&a, &b, autojunk).raw_blocks();
+                    raw.sort_unstable();
+                    raw.into_iter()
+                        .map(|(i, j, k)| (i as usize, j as usize, k as usize))
+                        .collect()
+                };
+                assert_eq!(
+                    ours,
+                    literal_blocks(&a, &b, autojunk),
+                    "case {case} ({autojunk:?}): a={a:?} b={b:?}"
                 );
             }
         }
