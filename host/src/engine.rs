@@ -86,6 +86,10 @@ fn engine_config(wasm_stack_bytes: usize) -> Config {
         .max_wasm_stack(wasm_stack_bytes)
         .parallel_compilation(true)
         .allocation_strategy(InstanceAllocationStrategy::Pooling(pool_config()));
+    // `perf record` can name the guest's functions: wasmtime writes /tmp/perf-<pid>.map.
+    if std::env::var_os("SWERVE_WASM_PERFMAP").is_some() {
+        c.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     c
 }
 
