@@ -36,12 +36,20 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads")
     ap.add_argument("--attn", default="eager", help="attn_implementation (eager or sdpa)")
     ap.add_argument("--gen-only", action="store_true", help="time generation only, no training step")
+    ap.add_argument(
+        "--matmul-peak",
+        action="store_true",
+        help="time only torch's matrix product on the model's linear-layer shapes (B*S rows)",
+    )
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     with open(args.config) as f:
         config = Qwen2Config(**json.load(f))
+    if args.matmul_peak:
+        print(json.dumps(matmul_peak(config, args.batch * args.seq, args.threads)))
+        return
     config._attn_implementation = args.attn
     model = Qwen2ForCausalLM(config).float()
     model.train()
@@ -107,6 +115,31 @@ def main() -> None:
     # ru_maxrss is in KiB on Linux.
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
+
+
+def matmul_peak(config: Qwen2Config, tokens: int, threads: int) -> dict:
+    """The best rate of torch's matrix product (MKL on x86) over the shapes of the model's
+    linear layers with `tokens` rows, forward and weight-gradient: best of 10 after warm-up."""
+    h, i = config.hidden_size, config.intermediate_size
+    kv = config.num_key_value_heads * (h // config.num_attention_heads)
+    shapes = [(tokens, h, h), (tokens, h, kv), (tokens, h, i), (tokens, i, h), (h, tokens, i), (i, tokens, h)]
+    rates = {}
+    for m, k, n in shapes:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(3):
+            a @ b
+        best = float("inf")
+        for _ in range(10):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+        rates[f"{m}x{k}x{n}"] = 2 * m * k * n / best / 1e9
+    return {
+        "impl": f"pytorch {torch.__version__} matmul",
+        "threads": threads,
+        "matmul_gflops": max(rates.values()),
+        "per_shape_gflops": rates,
+    }
 
 
 if __name__ == "__main__":

@@ -22,6 +22,12 @@
 //! for PyTorch). `--rounds N` alternates the two implementations N times per case and reports
 //! medians, so that a noisy machine slows both alike. Results: one JSON object per run on
 //! stderr, a Markdown table on stdout.
+//!
+//! The table's "step GFLOP/s" is the step's arithmetic ([`step_gflop`], counted from the config)
+//! over its time. With `--python`, each case also times PyTorch's matrix product alone on the
+//! model's linear-layer shapes (`train_step.py --matmul-peak`) and prints both steps' rates as
+//! multiples of it: how close each comes to the machine's matrix-product rate as PyTorch's BLAS
+//! sees it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -139,10 +145,21 @@ fn main() -> anyhow::Result<()> {
             None => rows.push((case, name, vec![r])),
         }
     };
+    // Per case: the best rate PyTorch's matrix product reaches on the model's shapes.
+    let mut peaks: Vec<(&str, f64)> = Vec::new();
     for case in CASES
         .iter()
         .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
     {
+        if let Some(python) = &args.python {
+            let mut peak = torch_command(python, case, &args, crate_dir);
+            peak.arg("--matmul-peak");
+            let result = run_child(peak)?;
+            peaks.push((
+                case.name,
+                result["matmul_gflops"].as_f64().unwrap_or(f64::NAN),
+            ));
+        }
         for _ in 0..args.rounds.max(1) {
             let mut rust = Command::new(&exe);
             rust.args(["--case", case.name, "--steps", &args.steps.to_string()])
@@ -157,9 +174,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     println!(
-        "| case | implementation | params | B×S (C) | step s (range) | train tok/s | gen tok/s (B×G) | peak RSS MiB |"
+        "| case | implementation | params | B×S (C) | step s (range) | step GFLOP/s | train tok/s | gen tok/s (B×G) | peak RSS MiB |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (name, implementation, runs) in &rows {
         let med = |k: &str| {
             let mut v: Vec<f64> = runs
@@ -177,8 +194,12 @@ fn main() -> anyhow::Result<()> {
             (lo.min(*s), hi.max(*s))
         });
         let case = find_case(name)?;
+        let gflop = step_gflop(
+            &case,
+            &ModelConfig::from_file(&crate_dir.join(case.config))?,
+        );
         println!(
-            "| {name} | {implementation} | {:.1}M | {}×{} ({}) | {:.3} ({:.3}–{:.3}) | {:.0} | {:.1} ({}×{}) | {:.0} |",
+            "| {name} | {implementation} | {:.1}M | {}×{} ({}) | {:.3} ({:.3}–{:.3}) | {:.0} | {:.0} | {:.1} ({}×{}) | {:.0} |",
             med("params") / 1e6,
             case.batch,
             case.seq,
@@ -186,6 +207,7 @@ fn main() -> anyhow::Result<()> {
             med("step_s"),
             lo,
             hi,
+            gflop / med("step_s"),
             (case.batch * case.seq) as f64 / med("step_s"),
             med("gen_tok_s"),
             case.batch,
@@ -193,7 +215,51 @@ fn main() -> anyhow::Result<()> {
             med("peak_rss_mib"),
         );
     }
+    for (name, peak) in peaks {
+        let case = find_case(name)?;
+        let gflop = step_gflop(
+            &case,
+            &ModelConfig::from_file(&crate_dir.join(case.config))?,
+        );
+        let rates: Vec<String> = rows
+            .iter()
+            .filter(|(c, _, _)| *c == name)
+            .map(|(_, implementation, runs)| {
+                let step = median(runs.iter().filter_map(|r| r["step_s"].as_f64()).collect());
+                format!("{implementation} {:.2}×", gflop / step / peak)
+            })
+            .collect();
+        println!(
+            "\n{name}: a step is {gflop:.1} GFLOP of matrix products and attention. PyTorch's \
+             matrix product alone reaches {peak:.0} GFLOP/s on this model's shapes here ({} \
+             threads); whole steps run at that rate times: {}.",
+            args.threads,
+            rates.join(", "),
+        );
+    }
     Ok(())
+}
+
+/// The arithmetic of one training step of `case`, in GFLOP (a multiply-add is two): the
+/// linear layers over all `B × S` tokens, causal attention, and the LM head over the `C`
+/// completion positions, forward; backward is twice the forward (gradients of the inputs and
+/// of the weights). Norms, activations, the softmax and the optimiser are left out: they are a
+/// few percent of it.
+fn step_gflop(case: &Case, config: &ModelConfig) -> f64 {
+    let (h, i, v) = (
+        config.hidden_size as f64,
+        config.intermediate_size as f64,
+        config.vocab_size as f64,
+    );
+    let q = (config.num_heads * config.head_dim) as f64;
+    let kv = (config.num_kv_heads * config.head_dim) as f64;
+    let (b, s, c) = (case.batch as f64, case.seq as f64, case.completion as f64);
+    let linear_per_token = h * (q + 2.0 * kv) + q * h + 3.0 * h * i;
+    // Query–key products and the weighted sum of values, over the S (S + 1) / 2 causal pairs.
+    let attention_per_row = 2.0 * q * s * (s + 1.0) / 2.0;
+    let layers = config.num_layers as f64;
+    let forward_macs = layers * (b * s * linear_per_token + b * attention_per_row) + b * c * h * v;
+    3.0 * 2.0 * forward_macs / 1e9
 }
 
 /// The `--decode` grid: (rows, new tokens) per cell.
