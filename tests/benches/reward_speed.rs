@@ -272,6 +272,19 @@ fn rewards_of(path: &Path) -> Vec<Option<f64>> {
     rows.into_iter().map(|r| r.1).collect()
 }
 
+/// Asserts that `who` scored every case and gave the native reward, bit for bit, on each.
+fn assert_same_rewards(who: &str, got: &[Option<f64>], native: &[f64]) {
+    assert_eq!(got.len(), native.len(), "{who} scored every line");
+    for (i, (got, want)) in got.iter().zip(native).enumerate() {
+        assert_eq!(
+            got.map(f64::to_bits),
+            Some(want.to_bits()),
+            "line {}: {who} and native rewards differ",
+            i + 1
+        );
+    }
+}
+
 /// The release `harness` binary next to this benchmark's target folder, if built.
 fn release_harness() -> Option<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -353,16 +366,7 @@ fn generated_set(swe_rl: RewardPlugin) {
                     .arg(&out),
             );
         });
-        let rewards = rewards_of(&out);
-        for (i, (got, want)) in rewards.iter().zip(&native_rewards).enumerate() {
-            assert_eq!(
-                got.map(f64::to_bits),
-                Some(want.to_bits()),
-                "line {}: harness and native rewards differ",
-                i + 1
-            );
-        }
-        assert_eq!(rewards.len(), samples.len(), "harness wrote every line");
+        assert_same_rewards("harness", &rewards_of(&out), &native_rewards);
         secs
     });
     let py_out = dir.path().join("cpython.jsonl");
@@ -372,16 +376,7 @@ fn generated_set(swe_rl: RewardPlugin) {
             .arg(&cases)
             .arg(&py_out),
     );
-    let py_rewards = rewards_of(&py_out);
-    assert_eq!(py_rewards.len(), samples.len(), "CPython scored every line");
-    for (i, (got, want)) in py_rewards.iter().zip(&native_rewards).enumerate() {
-        assert_eq!(
-            got.map(f64::to_bits),
-            Some(want.to_bits()),
-            "line {}: CPython and swerve rewards differ",
-            i + 1
-        );
-    }
+    assert_same_rewards("CPython", &rewards_of(&py_out), &native_rewards);
 
     println!();
     println!(
