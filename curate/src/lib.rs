@@ -12,8 +12,8 @@
 //! Stages, one module each: [`events`] → [`spill`] (partitions on disk, so memory stays
 //! flat) → [`aggregate`] → [`clone`] (with [`paths`], [`links`], [`relevant`], optionally
 //! [`endpoint`]) → [`filter`] → [`dedup`] → [`output`] (and [`table`] for `tasks.parquet`);
-//! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (with
-//! [`progress`] bars) and [`merge`] joins shards.
+//! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (reporting
+//! to a [`progress::Progress`]) and [`merge`] joins shards.
 
 pub mod aggregate;
 pub mod clone;

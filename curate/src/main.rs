@@ -1,18 +1,21 @@
 //! The `curate` binary: parses flags into a [`Config`], runs the library, prints the funnel on
 //! stderr. Bad arguments are the only input that stops a run.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use swerve_cli::{Exit, Verbosity};
 use swerve_curate::{Config, Inputs, Output, Shard};
 
 /// Curate SWE-RL training tasks from GH Archive events and bare git mirrors.
 #[derive(Parser)]
 #[command(name = "curate", version)]
 struct Cli {
+    #[command(flatten)]
+    verbosity: Verbosity,
     #[command(subcommand)]
     command: Command,
 }
@@ -52,7 +55,7 @@ struct RunArgs {
     #[arg(long)]
     parquet: bool,
     /// Worker threads (default: one per core).
-    #[arg(long)]
+    #[arg(long, value_parser = swerve_cli::count)]
     jobs: Option<usize>,
     /// TOML settings (thresholds, exclusions, window); flags override it.
     #[arg(long)]
@@ -91,7 +94,7 @@ struct RunArgs {
     #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
     slurm_args: Vec<String>,
     /// Array tasks (shards) of a Slurm run.
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = swerve_cli::count)]
     slurm_tasks: usize,
 }
 
@@ -146,20 +149,52 @@ impl RunArgs {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
-        .init();
-    match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+    let cli = Cli::parse();
+    cli.verbosity.init_logging();
+    swerve_cli::finish(run(cli).map(|()| Exit::Success), |_| None)
+}
+
+/// The run's stages drawn on stderr, one [`swerve_cli::Progress`] per stage.
+struct Stages {
+    verbosity: Verbosity,
+    current: Mutex<Option<swerve_cli::Progress>>,
+}
+
+impl Stages {
+    fn with(&self, f: impl FnOnce(&swerve_cli::Progress)) {
+        let current = self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(progress) = current.as_ref() {
+            f(progress);
         }
+    }
+}
+
+impl swerve_curate::progress::Progress for Stages {
+    fn stage(&self, name: &'static str, unit: &'static str, total: u64) {
+        let progress = swerve_cli::Progress::new(name, unit, &self.verbosity).unwrap_or_else(|e| {
+            tracing::warn!("{e:#}");
+            swerve_cli::Progress::hidden()
+        });
+        progress.set_total(total);
+        *self
+            .current
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(progress);
+    }
+
+    fn grow(&self, more: u64) {
+        self.with(|p| p.add_to_total(more));
+    }
+
+    fn advance(&self) {
+        self.with(|p| p.inc(1));
+    }
+
+    fn end(&self) {
+        self.with(|p| p.clear());
     }
 }
 
@@ -234,10 +269,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 dir: args.output.clone(),
                 parquet: args.parquet,
             };
+            let stages = Stages {
+                verbosity: cli.verbosity,
+                current: Mutex::new(None),
+            };
             if args.executor == Executor::Slurm {
-                if args.slurm_tasks == 0 {
-                    anyhow::bail!("--slurm-tasks must be at least 1");
-                }
                 match swerve_slurm::Task::from_env()? {
                     // An array task: its shard of the run, into the round folder.
                     Some(task) => {
@@ -247,20 +283,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                             dir: shard_dir(&args.output, task.index),
                             parquet: false,
                         };
-                        let funnel = swerve_curate::run(&inputs, &config, &output)
+                        let funnel = swerve_curate::run(&inputs, &config, &output, &stages)
                             .with_context(|| format!("curate run into {}", output.dir.display()))?;
                         task.record(&format!(
                             "shard {} of {}: {} tasks",
                             task.index, task.count, funnel.tasks
                         ))?;
                         task.finish(&task.node)?;
-                        eprintln!("{}", funnel.summary());
+                        if !cli.verbosity.quiet {
+                            eprintln!("{}", funnel.summary());
+                        }
                         return Ok(());
                     }
                     None => submit(&args, &output)?,
                 }
             } else {
-                swerve_curate::run(&inputs, &config, &output)
+                swerve_curate::run(&inputs, &config, &output, &stages)
                     .with_context(|| format!("curate run into {}", output.dir.display()))?
             }
         }
@@ -277,6 +315,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("curate merge into {}", output.dir.display()))?
         }
     };
-    eprintln!("{}", funnel.summary());
+    if !cli.verbosity.quiet {
+        eprintln!("{}", funnel.summary());
+    }
     Ok(())
 }

@@ -21,7 +21,7 @@ use crate::filter::{self, Context, Reason, Rejection};
 use crate::output::{
     DedupEntry, EventCounts, Funnel, Output, Rejected, Row, Task, Writer, duplicate_map,
 };
-use crate::progress;
+use crate::progress::Progress;
 use crate::spill::{self, Spill};
 
 /// Where a run reads from.
@@ -43,8 +43,14 @@ fn pool(jobs: usize) -> Result<rayon::ThreadPool, CurateError> {
         })
 }
 
-/// Runs every stage on `inputs` with `config` and writes the output files; returns the funnel.
-pub fn run(inputs: &Inputs, config: &Config, output: &Output) -> Result<Funnel, CurateError> {
+/// Runs every stage on `inputs` with `config` and writes the output files, reporting the long
+/// stages to `progress`; returns the funnel.
+pub fn run(
+    inputs: &Inputs,
+    config: &Config,
+    output: &Output,
+    progress: &dyn Progress,
+) -> Result<Funnel, CurateError> {
     config.validate()?;
     let pool = pool(config.jobs)?;
     let mut timings = BTreeMap::new();
@@ -58,7 +64,8 @@ pub fn run(inputs: &Inputs, config: &Config, output: &Output) -> Result<Funnel, 
         &output.dir,
         spill::partitions_for(input_bytes, config.partitions),
     )?;
-    let (mut counts, problems, benchmark_ids) = read_events(&files, config, &pool, &mut spill)?;
+    let (mut counts, problems, benchmark_ids) =
+        read_events(&files, config, &pool, &mut spill, progress)?;
     timings.insert("events".to_owned(), started.elapsed().as_millis() as u64);
 
     let started = Instant::now();
@@ -72,24 +79,24 @@ pub fn run(inputs: &Inputs, config: &Config, output: &Output) -> Result<Funnel, 
         .as_ref()
         .filter(|_| config.relevant_files > 0)
         .map(crate::endpoint::Endpoint::new);
-    let bar = progress::bar(0, "clones");
+    progress.stage("clones", "pull requests", 0);
     let mut dedup = Vec::new();
     let mut folding = std::time::Duration::ZERO;
     for k in 0..spill.count() {
         let loading = Instant::now();
         let aggregate = spill.load(k, &mut counts)?;
         folding += loading.elapsed();
-        bar.inc_length(aggregate.pull_requests.len() as u64);
+        progress.grow(aggregate.pull_requests.len() as u64);
         let cx = Context {
             config,
             exclusions: &exclusions,
             aggregate: &aggregate,
             endpoint: endpoint.as_ref(),
         };
-        let rows = evaluate_partition(inputs, &cx, &pool, &bar, &mut dedup);
+        let rows = evaluate_partition(inputs, &cx, &pool, progress, &mut dedup);
         spill.write_rows(k, &rows)?;
     }
-    bar.finish_and_clear();
+    progress.end();
     timings.insert("aggregate".to_owned(), folding.as_millis() as u64);
     timings.insert(
         "clones".to_owned(),
@@ -114,7 +121,7 @@ fn evaluate_partition(
     inputs: &Inputs,
     cx: &Context<'_>,
     pool: &rayon::ThreadPool,
-    bar: &indicatif::ProgressBar,
+    progress: &dyn Progress,
     dedup: &mut Vec<DedupEntry>,
 ) -> Vec<Row> {
     let mut by_repo: BTreeMap<&str, Vec<&PullRequest>> = BTreeMap::new();
@@ -130,7 +137,7 @@ fn evaluate_partition(
                     .iter()
                     .map(|pr| {
                         let verdict = filter::evaluate(pr, &clone, cx);
-                        bar.inc(1);
+                        progress.advance();
                         (*pr, verdict)
                     })
                     .collect();
@@ -173,8 +180,9 @@ fn read_events(
     config: &Config,
     pool: &rayon::ThreadPool,
     spill: &mut Spill,
+    progress: &dyn Progress,
 ) -> Result<EventsRead, CurateError> {
-    let bar = progress::bar(files.len(), "events");
+    progress.stage("events", "files", files.len() as u64);
     let mut counts = EventCounts::default();
     let mut problems = Vec::new();
     let mut benchmark_ids = BTreeSet::new();
@@ -192,7 +200,7 @@ fn read_events(
                         .into_iter()
                         .filter(|e| config.shard.is_none_or(|s| s.contains(e.repo())));
                     let encoded = Spill::encode(partitions, kept);
-                    bar.inc(1);
+                    progress.advance();
                     (read, encoded)
                 })
                 .collect()
@@ -213,7 +221,7 @@ fn read_events(
         }
     }
     spill.seal()?;
-    bar.finish_and_clear();
+    progress.end();
     Ok((counts, problems, benchmark_ids))
 }
 

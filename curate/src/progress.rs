@@ -1,19 +1,23 @@
-//! Progress bars for the long stages (reading events, reading clones): on stderr, and only when
-//! stderr is a terminal, so that logs and pipes stay clean.
+//! What a run reports while it goes: the two long stages (reading event files, reading pull
+//! requests from their mirrors) with their counts. The library only reports; the `curate`
+//! binary draws it (a bar on a terminal, plain lines elsewhere), tests pass `&()`.
 
-use std::io::IsTerminal;
+/// A run's progress, reported from the stages' worker threads.
+pub trait Progress: Sync {
+    /// Stage `name` (`events`, `clones`) starts with `total` units known so far.
+    fn stage(&self, name: &'static str, unit: &'static str, total: u64);
+    /// `more` units joined the current stage (the next partition's pull requests).
+    fn grow(&self, more: u64);
+    /// One unit of the current stage is done.
+    fn advance(&self);
+    /// The current stage ended.
+    fn end(&self);
+}
 
-use indicatif::{ProgressBar, ProgressStyle};
-
-/// A bar of `len` steps labelled `what`; hidden when stderr is not a terminal.
-pub fn bar(len: usize, what: &'static str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let style = ProgressStyle::with_template("{msg:>8} [{bar:40}] {pos}/{len} {elapsed}")
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-    ProgressBar::new(len as u64)
-        .with_style(style)
-        .with_message(what)
+/// No progress shown.
+impl Progress for () {
+    fn stage(&self, _: &'static str, _: &'static str, _: u64) {}
+    fn grow(&self, _: u64) {}
+    fn advance(&self) {}
+    fn end(&self) {}
 }

@@ -11,8 +11,9 @@
 
 use std::time::Instant;
 
+use swerve_cli::ExecuteTaskArgs;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
-use swerve_harness::run::remote::{ExecuteTaskArgs, RemoteConfig, SlurmExecutions};
+use swerve_harness::run::remote::{RemoteConfig, SlurmExecutions};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);

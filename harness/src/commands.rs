@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use swerve_cli::{Exit, Verbosity};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
 use swerve_harness::run::cluster::{self, SlurmOptions};
 use swerve_harness::run::source::{self, DatasetSource};
@@ -130,7 +131,7 @@ pub struct RunArgs {
     #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
     slurm_args: Vec<String>,
     /// Array tasks of a Slurm run, at most (each runs up to --max-workers containers).
-    #[arg(long, value_name = "N", default_value_t = 4)]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = swerve_cli::count)]
     slurm_tasks: usize,
     #[command(flatten)]
     cache: CacheArgs,
@@ -192,7 +193,7 @@ pub struct ImagesBuildArgs {
     #[command(flatten)]
     dataset: DatasetArgs,
     /// Images built at once.
-    #[arg(long, alias = "max_workers", default_value_t = 2)]
+    #[arg(long, alias = "max_workers", default_value_t = 2, value_parser = swerve_cli::count)]
     max_workers: usize,
 }
 
@@ -246,27 +247,26 @@ fn evaluator(
         .with_context(|| format!("cannot load the log parser {}", path.display()))
 }
 
-/// The progress bar: done/total, resolved so far, ETA.
+/// The run's progress: done/total, resolved so far, ETA.
 struct Bar {
-    bar: indicatif::ProgressBar,
+    progress: swerve_cli::Progress,
     resolved: AtomicUsize,
 }
 
 impl Progress for Bar {
     fn message(&self, text: &str) {
-        self.bar.suspend(|| eprintln!("{text}"));
+        self.progress.println(text);
     }
 
     fn start(&self, total: usize, _reused: usize) {
-        self.bar.set_length(total as u64);
-        self.bar.set_position(0);
-        self.bar.set_message("resolved 0");
+        self.progress.set_total(total as u64);
+        self.progress.set(0, Some("resolved 0".into()));
     }
 
     fn done(&self, result: &InstanceResult) {
         if result.outcome == OutcomeKind::Resolved {
             let n = self.resolved.fetch_add(1, Ordering::Relaxed) + 1;
-            self.bar.set_message(format!("resolved {n}"));
+            self.progress.set_message(format!("resolved {n}"));
         }
         if result.outcome.is_infra() {
             self.message(&format!(
@@ -275,12 +275,12 @@ impl Progress for Bar {
                 result.outcome.as_str()
             ));
         }
-        self.bar.inc(1);
+        self.progress.inc(1);
     }
 }
 
 /// `harness run`.
-pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode> {
+pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     if args.files.run_id.is_empty() {
         bail!("--run-id must be non-empty");
     }
@@ -314,32 +314,18 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
         limits,
     };
     let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
-    let bar = if quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(0)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "Evaluation {bar:30} {pos}/{len} {msg} [{elapsed_precise}] ETA {eta}",
-        )
-        .expect("valid template"),
-    );
     let progress = Bar {
-        bar,
+        progress: swerve_cli::Progress::new("evaluation", "instances", verbosity)?,
         resolved: AtomicUsize::new(0),
     };
     let split = &args.dataset.split;
     let summary = match args.executor {
         ExecutorArg::Local => runtime()?.block_on(run::run(&config, split, plugin, &progress))?,
         ExecutorArg::Slurm => {
-            if args.slurm_tasks == 0 {
-                bail!("--slurm-tasks must be at least 1");
-            }
             // This process is one of the array's tasks: evaluate its instances and stop.
             if let Some(task) = swerve_slurm::Task::from_env()? {
                 runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
-                return Ok(std::process::ExitCode::SUCCESS);
+                return Ok(Exit::Success);
             }
             let options = SlurmOptions {
                 sbatch_args: args.slurm_args.clone(),
@@ -350,7 +336,7 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
             runtime()?.block_on(cluster::submit(&config, split, &progress, &options))?
         }
     };
-    progress.bar.finish_and_clear();
+    progress.progress.clear();
     if !args.no_html {
         let page = html::write_run_page(&config, &summary.results, &summary.report_file)?;
         eprintln!("HTML report written to {}", page.display());
@@ -373,13 +359,13 @@ pub fn run(args: RunArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode>
             "Instances not evaluated (their Slurm task ended early; rerun the same command): {}",
             summary.unfinished.join(" ")
         );
-        return Ok(std::process::ExitCode::from(3));
+        return Ok(Exit::Incomplete);
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// `harness report`.
-pub fn report(args: ReportArgs) -> anyhow::Result<std::process::ExitCode> {
+pub fn report(args: ReportArgs) -> anyhow::Result<Exit> {
     let source = args.dataset.resolve()?;
     let predictions = load_predictions(&args.predictions, &source)?;
     let config = RunConfig {
@@ -402,11 +388,11 @@ pub fn report(args: ReportArgs) -> anyhow::Result<std::process::ExitCode> {
         let page = html::write_run_page(&config, &results, &file)?;
         eprintln!("HTML report written to {}", page.display());
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// `harness clean`.
-pub fn clean(args: CleanArgs) -> anyhow::Result<std::process::ExitCode> {
+pub fn clean(args: CleanArgs) -> anyhow::Result<Exit> {
     let removed = runtime()?.block_on(async {
         let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
         sandbox.sweep(args.run_id.as_deref()).await
@@ -415,13 +401,13 @@ pub fn clean(args: CleanArgs) -> anyhow::Result<std::process::ExitCode> {
     for id in removed {
         println!("{id}");
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 /// `harness images build`: one line per image on stdout (`layer origin seconds bytes name`);
 /// every built instance image also gets its stable name (a `tag` line): the row's `image`, else
 /// `swerve/sweb.eval.<arch>.<id>:latest`.
-pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<std::process::ExitCode> {
+pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
     let source = args.dataset.resolve()?;
     runtime()?.block_on(async {
         use futures_util::StreamExt as _;
@@ -439,7 +425,7 @@ pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<std::process::ExitC
             .collect::<Result<Vec<_>, _>>()?;
         let results: Vec<_> = futures_util::stream::iter(recipes.iter())
             .map(|r| images::build(&sandbox, r))
-            .buffer_unordered(args.max_workers.max(1))
+            .buffer_unordered(args.max_workers)
             .collect()
             .await;
         for timings in results {
@@ -449,7 +435,7 @@ pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<std::process::ExitC
         }
         Ok::<_, anyhow::Error>(())
     })?;
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn print_timing(t: &images::ImageTiming) {
@@ -464,7 +450,7 @@ fn print_timing(t: &images::ImageTiming) {
 }
 
 /// `harness dataset export`: the rows as SWE-bench 5 JSONL; the file name on stdout.
-pub fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<std::process::ExitCode> {
+pub fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<Exit> {
     let mut source = source::resolve(&args.dataset, &args.split, None)?;
     source.filter(&args.instance_ids)?;
     let summary = export::export(&source, &args.output)?;
@@ -475,5 +461,5 @@ pub fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<std::process::E
         summary.filled
     );
     println!("{}", args.output.display());
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use swerve_cli::{Exit, Progress, Verbosity};
+use swerve_harness::run::RunError;
 use swerve_harness::{scaffold, scoring};
 use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, PluginSpec, ScorerConfig};
 use swerve_swebench::{grading, report};
@@ -16,12 +18,8 @@ mod commands;
 #[derive(Parser)]
 #[command(name = "harness", version, about)]
 struct Cli {
-    /// More logging (-v: debug, -vv: trace); RUST_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    verbose: u8,
-    /// Only errors on stderr.
-    #[arg(short, long, global = true)]
-    quiet: bool,
+    #[command(flatten)]
+    verbosity: Verbosity,
     #[command(subcommand)]
     command: Command,
 }
@@ -51,7 +49,7 @@ enum Command {
     #[command(hide = true)]
     ExecuteTask {
         #[command(flatten)]
-        args: swerve_harness::run::remote::ExecuteTaskArgs,
+        args: swerve_cli::ExecuteTaskArgs,
         #[command(flatten)]
         cache: CacheArgs,
     },
@@ -70,10 +68,10 @@ struct RewardArgs {
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Worker threads (default: all cores).
-    #[arg(long, short = 'j')]
+    #[arg(long, short = 'j', value_parser = swerve_cli::count)]
     jobs: Option<usize>,
     /// Samples per plugin store.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = swerve_cli::count)]
     batch_size: usize,
     /// A fresh store for every sample, with its own budgets (default: one store per batch).
     #[arg(long)]
@@ -149,37 +147,25 @@ struct GradeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.verbose, cli.quiet);
-    match run(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::from(2)
-        }
-    }
+    cli.verbosity.init_logging();
+    swerve_cli::finish(run(cli), |error| {
+        error
+            .chain()
+            .find_map(|cause| match cause.downcast_ref::<RunError>() {
+                Some(RunError::Cancelled { .. }) => Some(Exit::Interrupted),
+                Some(RunError::Terminated) => Some(Exit::Terminated),
+                _ => None,
+            })
+    })
 }
 
-fn init_logging(verbose: u8, quiet: bool) {
-    let level = match (quiet, verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "debug",
-        _ => "trace",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
-}
-
-fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+fn run(cli: Cli) -> anyhow::Result<Exit> {
+    let verbosity = cli.verbosity;
     match cli.command {
-        Command::Reward(args) => reward(args, cli.quiet),
+        Command::Reward(args) => reward(args, &verbosity),
         Command::Plugin(PluginCommand::List) => {
             list_plugins();
-            Ok(std::process::ExitCode::SUCCESS)
+            Ok(Exit::Success)
         }
         Command::Plugin(PluginCommand::Inspect {
             plugin,
@@ -193,7 +179,7 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             kit,
         }) => new_plugin(name, lang, dir, kit),
         Command::Grade(args) => grade(args),
-        Command::Run(args) => commands::run(*args, cli.quiet),
+        Command::Run(args) => commands::run(*args, &verbosity),
         Command::Report(args) => commands::report(*args),
         Command::Clean(args) => commands::clean(args),
         Command::Images(commands::ImagesCommand::Build(args)) => commands::images_build(args),
@@ -203,8 +189,14 @@ fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 &swerve_host::bundled::expect("swebench-parsers"),
                 &Default::default(),
             )?;
-            args.run(evaluator)?;
-            Ok(std::process::ExitCode::SUCCESS)
+            let config = swerve_harness::run::execute::ExecuteConfig {
+                workers: args.workers,
+                timeout: std::time::Duration::from_secs(args.timeout),
+                work_dir: args.work_dir,
+                ..Default::default()
+            };
+            swerve_harness::run::remote::serve_from_env(&args.dataset, config, evaluator)?;
+            Ok(Exit::Success)
         }
     }
 }
@@ -255,9 +247,9 @@ fn parse_fallbacks(args: &[String]) -> anyhow::Result<Fallbacks> {
     Ok(fallbacks)
 }
 
-fn reward(args: RewardArgs, quiet: bool) -> anyhow::Result<std::process::ExitCode> {
+fn reward(args: RewardArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     let mut scorer = ScorerConfig {
-        batch_size: args.batch_size.max(1),
+        batch_size: args.batch_size,
         isolation: if args.strict {
             Isolation::Strict
         } else {
@@ -266,11 +258,8 @@ fn reward(args: RewardArgs, quiet: bool) -> anyhow::Result<std::process::ExitCod
         fallbacks: parse_fallbacks(&args.fallbacks)?,
         ..ScorerConfig::default()
     };
-    if let Some(j) = args.jobs {
-        if j == 0 {
-            bail!("--jobs must be at least 1");
-        }
-        scorer.jobs = j;
+    if let Some(jobs) = args.jobs {
+        scorer.jobs = jobs;
     }
     let run = scoring::RewardRun {
         input: args.input,
@@ -279,26 +268,16 @@ fn reward(args: RewardArgs, quiet: bool) -> anyhow::Result<std::process::ExitCod
         scorer,
     };
     let host = host(&args.cache)?;
-    let total = std::fs::read_to_string(&run.input)
-        .map(|t| t.lines().count())
-        .unwrap_or(0);
-    let bar = if quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(total as u64)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} scoring {pos}/{len} [{elapsed_precise}] ETA {eta}",
-        )
-        .expect("valid template"),
-    );
-    let summary = scoring::run(&host, &run, &|n| bar.inc(n as u64)).context("harness reward")?;
-    bar.finish_and_clear();
-    if !quiet {
+    // The input is streamed: the count grows as samples are scored, with no total read first.
+    let progress = Progress::new("reward", "samples", verbosity)?;
+    progress.open_ended();
+    let summary =
+        scoring::run(&host, &run, &|n| progress.inc(n as u64)).context("harness reward")?;
+    progress.clear();
+    if !verbosity.quiet {
         eprintln!("{}", summary.render());
     }
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn list_plugins() {
@@ -308,13 +287,13 @@ fn list_plugins() {
     }
 }
 
-fn inspect(plugin: &str, json: bool, cache: &CacheArgs) -> anyhow::Result<std::process::ExitCode> {
+fn inspect(plugin: &str, json: bool, cache: &CacheArgs) -> anyhow::Result<Exit> {
     let path = swerve_host::bundled::resolve(plugin)?
         .with_context(|| format!("no plugin file or bundled plugin `{plugin}`"))?;
     let report = host(cache)?.inspect(&path, &Default::default())?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(std::process::ExitCode::SUCCESS);
+        return Ok(Exit::Success);
     }
     let b = &report.budgets;
     println!("plugin      {}", report.path.display());
@@ -343,7 +322,7 @@ fn inspect(plugin: &str, json: bool, cache: &CacheArgs) -> anyhow::Result<std::p
         b.wasm_stack_bytes >> 10,
         b.output_bytes >> 10
     );
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn new_plugin(
@@ -351,7 +330,7 @@ fn new_plugin(
     lang: Lang,
     dir: PathBuf,
     kit: Option<PathBuf>,
-) -> anyhow::Result<std::process::ExitCode> {
+) -> anyhow::Result<Exit> {
     if !scaffold::valid_name(&name) {
         bail!(
             "`{name}` is not a plugin name: use lower-case letters, digits and `-`, starting with a letter"
@@ -369,10 +348,10 @@ fn new_plugin(
     })?;
     eprintln!("created {} (see its README.md)", root.display());
     println!("{}", root.display());
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-fn grade(args: GradeArgs) -> anyhow::Result<std::process::ExitCode> {
+fn grade(args: GradeArgs) -> anyhow::Result<Exit> {
     let row = fs_err::read_to_string(&args.instance)?;
     let instance = swerve_swebench::dataset::Instance::from_json(&row)
         .and_then(|row| row.check_evaluable().map(|()| row))
@@ -388,5 +367,5 @@ fn grade(args: GradeArgs) -> anyhow::Result<std::process::ExitCode> {
         "{}",
         report::render_instance_report(&instance.instance_id, &graded.report)
     );
-    Ok(std::process::ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }

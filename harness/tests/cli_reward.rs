@@ -201,7 +201,7 @@ fn bad_arguments_name_what_is_wrong() {
         "--cache-dir",
         CACHE,
     ]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1), "an error that stops the command");
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read /no/such/file.jsonl"));
     let o = harness(&[
         "reward",
@@ -238,7 +238,7 @@ fn plugin_inspect_describes_a_bundled_plugin() {
     assert_eq!(report["world"], "evaluator");
     assert_eq!(report["info"]["name"], "swebench-parsers");
     let o = harness(&["plugin", "inspect", "hostile-imports", "--cache-dir", CACHE]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1), "an error that stops the command");
     assert!(String::from_utf8_lossy(&o.stderr).contains("evil:exfil/net"));
 }
 

@@ -346,8 +346,9 @@ fn options_sbatch_refuses_fail_before_any_work() {
 
 #[test]
 fn executions_on_the_cluster_match_local_ones() {
+    use swerve_cli::ExecuteTaskArgs;
     use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
-    use swerve_harness::run::remote::{ExecuteTaskArgs, RemoteConfig, SlurmExecutions};
+    use swerve_harness::run::remote::{RemoteConfig, SlurmExecutions};
 
     let _serial = serial();
     if !slurm_up() {

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-mod progress;
 mod train_args;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use swerve_cli::{Exit, Verbosity};
 use swerve_trainer::generate::{SamplingConfig, generate};
 use swerve_trainer::model::CausalLm;
 use swerve_trainer::tokenizer::Tokenizer;
@@ -17,12 +17,8 @@ use swerve_trainer::tokenizer::Tokenizer;
 #[derive(Debug, Parser)]
 #[command(name = "trainer", version)]
 struct Cli {
-    /// More logging on stderr (repeat for more)
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
-    verbose: u8,
-    /// Only errors on stderr
-    #[arg(short, long, global = true)]
-    quiet: bool,
+    #[command(flatten)]
+    verbosity: Verbosity,
     #[command(subcommand)]
     command: Command,
 }
@@ -57,7 +53,7 @@ enum Command {
     /// A task of a Slurm job array of executions (`grpo --execute-on slurm`; started by Slurm)
     #[cfg(feature = "execute")]
     #[command(hide = true)]
-    ExecuteTask(swerve_harness::run::remote::ExecuteTaskArgs),
+    ExecuteTask(swerve_cli::ExecuteTaskArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -90,48 +86,29 @@ struct GenerateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let level = match (cli.quiet, cli.verbose) {
-        (true, _) => "error",
-        (false, 0) => "warn",
-        (false, 1) => "info",
-        (false, _) => "debug",
-    };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::env::var_os("NO_COLOR").is_none())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .init();
-    if let Err(err) = swerve_trainer::runtime::init() {
-        eprintln!("error: {:#}", anyhow::Error::new(err));
-        return ExitCode::FAILURE;
-    }
-    let result = match cli.command {
-        Command::Generate(args) => run_generate(&args),
-        Command::Loss { case } => {
-            swerve_trainer::cli::loss::run(&case).map(|json| println!("{json}"))
-        }
+    cli.verbosity.init_logging();
+    swerve_cli::finish(run(cli), |_| None)
+}
+
+fn run(cli: Cli) -> anyhow::Result<Exit> {
+    swerve_trainer::runtime::init()?;
+    let verbosity = &cli.verbosity;
+    match cli.command {
+        Command::Generate(args) => run_generate(&args)?,
+        Command::Loss { case } => println!("{}", swerve_trainer::cli::loss::run(&case)?),
         Command::Tokenizer { root, out } => {
             let spec = swerve_trainer::cli::tokenizer::TokenizerSpec::bundled(&root);
-            swerve_trainer::cli::tokenizer::run(&spec, &out)
-                .map(|vocab| eprintln!("wrote {} ({vocab} tokens)", out.display()))
+            let vocab = swerve_trainer::cli::tokenizer::run(&spec, &out)?;
+            eprintln!("wrote {} ({vocab} tokens)", out.display());
         }
-        Command::Sft(args) => train_args::run_sft(&args),
-        Command::Grpo(args) => train_args::run_grpo(&args),
-        Command::Predict(args) => train_args::run_predict(&args),
-        Command::Demo(args) => train_args::run_demo(&args),
+        Command::Sft(args) => train_args::run_sft(&args, verbosity)?,
+        Command::Grpo(args) => train_args::run_grpo(&args, verbosity)?,
+        Command::Predict(args) => train_args::run_predict(&args, verbosity)?,
+        Command::Demo(args) => train_args::run_demo(&args, verbosity)?,
         #[cfg(feature = "execute")]
-        Command::ExecuteTask(args) => train_args::run_execute_task(&args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
-        }
+        Command::ExecuteTask(args) => train_args::run_execute_task(&args)?,
     }
+    Ok(Exit::Success)
 }
 
 fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {

@@ -1,11 +1,12 @@
 //! Flags of `trainer sft`, `trainer grpo`, `trainer predict` and `trainer demo`, turned into the
 //! typed commands of `swerve_trainer::train::commands`, with progress on stderr
-//! ([`crate::progress`]).
+//! ([`swerve_cli::Progress`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use swerve_cli::{Progress, Verbosity};
 use swerve_host::PluginSpec;
 use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
@@ -17,8 +18,6 @@ use swerve_trainer::train::demo::{self, DemoConfig};
 use swerve_trainer::train::metrics_log::{ReportTo, StepMetrics};
 use swerve_trainer::train::rewards::PluginRewards;
 use swerve_trainer::train::state::RunState;
-
-use crate::progress::Progress;
 
 /// `--report-to`: where metrics go besides `metrics.jsonl`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -108,7 +107,7 @@ pub struct GrpoArgs {
     #[command(flatten)]
     prompt: PromptArgs,
     /// Threads that score rewards (default: all cores)
-    #[arg(long)]
+    #[arg(long, value_parser = swerve_cli::count)]
     reward_jobs: Option<usize>,
     /// Run each completion's patch against its instance's tests in the Docker sandbox (as
     /// `harness run` does) before scoring; plugins such as `tests-fixed` read the results.
@@ -116,7 +115,7 @@ pub struct GrpoArgs {
     #[arg(long)]
     execute: bool,
     /// Containers at once with --execute
-    #[arg(long, default_value_t = 2, requires = "execute")]
+    #[arg(long, default_value_t = 2, requires = "execute", value_parser = swerve_cli::count)]
     execute_workers: usize,
     /// Limit in seconds for one instance's tests with --execute
     #[arg(long, default_value_t = commands::DEFAULT_EXECUTE_TIMEOUT.as_secs(), requires = "execute")]
@@ -127,7 +126,7 @@ pub struct GrpoArgs {
     #[arg(long, value_enum, default_value = "local", requires = "execute")]
     execute_on: ExecuteOn,
     /// Array tasks per step with --execute-on slurm
-    #[arg(long, default_value_t = 4, requires = "execute")]
+    #[arg(long, default_value_t = 4, requires = "execute", value_parser = swerve_cli::count)]
     execute_slurm_tasks: usize,
     /// An argument for `sbatch` with --execute-on slurm (repeatable)
     #[arg(
@@ -172,7 +171,7 @@ pub struct PredictArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Tasks per generation batch
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = swerve_cli::count)]
     batch: usize,
     /// Build every row's context from its repository at its base commit: `bm25` (BM25 of the
     /// files against the issue), `oracle` (the files the gold patch edits) or `model` (the model
@@ -244,15 +243,17 @@ fn output(run: &RunArgs) -> OutputSpec {
 fn progress(
     kind: &'static str,
     metric: &'static str,
+    verbosity: &Verbosity,
 ) -> anyhow::Result<impl FnMut(&StepMetrics, &RunState)> {
-    let mut progress = Progress::new(kind, "step")?;
+    let progress = Progress::new(kind, "step", verbosity)?;
     Ok(move |m: &StepMetrics, s: &RunState| {
         let message = m.get(metric).map(|v| format!("{metric} {v:.4}"));
-        progress.update(s.step, s.total_steps, message);
+        progress.set_total(s.total_steps);
+        progress.set(s.step, message);
     })
 }
 
-pub fn run_sft(args: &SftArgs) -> anyhow::Result<()> {
+pub fn run_sft(args: &SftArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     let data = match (&args.data, &args.dataset) {
         (Some(pairs), _) => SftData::Pairs(pairs.clone()),
         (None, Some(tasks)) => SftData::Gold(tasks.clone(), args.prompt.style()),
@@ -264,12 +265,12 @@ pub fn run_sft(args: &SftArgs) -> anyhow::Result<()> {
         config: commands::sft_config(args.run.config.as_deref(), &args.run.overrides)?,
         output: output(&args.run),
     };
-    let last = commands::run_sft(&cmd, &mut progress("sft", "loss")?)?;
+    let last = commands::run_sft(&cmd, &mut progress("sft", "loss", verbosity)?)?;
     println!("{}", last.display());
     Ok(())
 }
 
-pub fn run_grpo(args: &GrpoArgs) -> anyhow::Result<()> {
+pub fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     let cmd = GrpoCommand {
         source: source(&args.run),
         dataset: args.dataset.clone(),
@@ -280,35 +281,66 @@ pub fn run_grpo(args: &GrpoArgs) -> anyhow::Result<()> {
         reward_jobs: args
             .reward_jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        execute: args.execute.then(|| ExecuteSpec {
-            dataset: args.dataset.clone(),
-            workers: args.execute_workers,
-            timeout: Duration::from_secs(args.execute_timeout),
-            work_dir: args.run.output.join("executions"),
-            slurm: (args.execute_on == ExecuteOn::Slurm).then(|| commands::SlurmSpec {
-                tasks: args.execute_slurm_tasks.max(1),
-                sbatch_args: args.execute_slurm_args.clone(),
-            }),
-        }),
+        execute: args.execute.then(|| execute_spec(args)).transpose()?,
     };
-    let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward")?)?;
+    let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward", verbosity)?)?;
     println!("{}", last.display());
     Ok(())
 }
 
+/// `--execute` and its flags; with `--execute-on slurm`, the command every array task runs: this
+/// binary's `execute-task` with flags written from the definition that parses them.
+fn execute_spec(args: &GrpoArgs) -> anyhow::Result<ExecuteSpec> {
+    let work_dir = args.run.output.join("executions");
+    let timeout = Duration::from_secs(args.execute_timeout);
+    let slurm = match args.execute_on {
+        ExecuteOn::Local => None,
+        ExecuteOn::Slurm => {
+            let task = swerve_cli::ExecuteTaskArgs {
+                dataset: args.dataset.to_string_lossy().into_owned(),
+                workers: args.execute_workers,
+                timeout: timeout.as_secs(),
+                work_dir: std::path::absolute(&work_dir)
+                    .with_context(|| format!("the folder {}", work_dir.display()))?,
+            };
+            let exe = std::env::current_exe().context("the path of this binary")?;
+            let mut command = vec![exe.display().to_string()];
+            command.extend(task.to_args());
+            Some(commands::SlurmSpec {
+                tasks: args.execute_slurm_tasks,
+                sbatch_args: args.execute_slurm_args.clone(),
+                command,
+            })
+        }
+    };
+    Ok(ExecuteSpec {
+        dataset: args.dataset.clone(),
+        workers: args.execute_workers,
+        timeout,
+        work_dir,
+        slurm,
+    })
+}
+
 /// `trainer execute-task`: one array task of `grpo --execute-on slurm`.
 #[cfg(feature = "execute")]
-pub fn run_execute_task(args: &swerve_harness::run::remote::ExecuteTaskArgs) -> anyhow::Result<()> {
+pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()> {
     let host = swerve_host::Host::new(commands::plugin_host_config())?;
     let evaluator = host.load_evaluator(
         &swerve_host::bundled::expect("swebench-parsers"),
         &Default::default(),
     )?;
-    args.run(evaluator)?;
+    let config = swerve_harness::run::execute::ExecuteConfig {
+        workers: args.workers,
+        timeout: Duration::from_secs(args.timeout),
+        work_dir: args.work_dir.clone(),
+        ..Default::default()
+    };
+    swerve_harness::run::remote::serve_from_env(&args.dataset, config, evaluator)?;
     Ok(())
 }
 
-pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
+pub fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     let cmd = PredictCommand {
         model: args.model.clone(),
         dataset: args.dataset.clone(),
@@ -332,16 +364,19 @@ pub fn run_predict(args: &PredictArgs) -> anyhow::Result<()> {
             localize_max_new_tokens: args.localize_max_new_tokens,
         }),
     };
-    let mut progress = Progress::new("predict", "task")?;
+    let progress = Progress::new("predict", "task", verbosity)?;
     let reward = commands::run_predict(&cmd, &mut |done, total| {
-        progress.update(done as u64, total as u64, None);
+        progress.set_total(total as u64);
+        progress.set(done as u64, None);
     })?;
-    eprintln!("mean swe-rl reward {reward:.4}");
+    if !verbosity.quiet {
+        eprintln!("mean swe-rl reward {reward:.4}");
+    }
     println!("{}", args.output.display());
     Ok(())
 }
 
-pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
+pub fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     let config = match &args.config {
         Some(path) => DemoConfig::from_toml_str(&fs_err::read_to_string(path)?)
             .with_context(|| format!("cannot read {}", path.display()))?,
@@ -377,8 +412,8 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             })
         })
         .transpose()?;
-    let mut sft_bar = progress("sft", "loss")?;
-    let mut grpo_bar = progress("grpo", "reward")?;
+    let mut sft_bar = progress("sft", "loss", verbosity)?;
+    let mut grpo_bar = progress("grpo", "reward", verbosity)?;
     let executor = executor.as_deref();
     let summary = demo::run(
         &config,
@@ -390,16 +425,18 @@ pub fn run_demo(args: &DemoArgs) -> anyhow::Result<()> {
             _ => grpo_bar(m, s),
         },
     )?;
-    eprintln!(
-        "reward: first tenth {:.4}, last tenth {:.4} over {} GRPO steps; predictions: mean \
-         swe-rl reward {:.4}, {} with a patch; {:.0} s",
-        summary.reward_first_tenth,
-        summary.reward_last_tenth,
-        summary.grpo_steps,
-        summary.prediction_reward_mean,
-        summary.predictions_with_patch,
-        summary.seconds.get("total").copied().unwrap_or(0.0),
-    );
+    if !verbosity.quiet {
+        eprintln!(
+            "reward: first tenth {:.4}, last tenth {:.4} over {} GRPO steps; predictions: mean \
+             swe-rl reward {:.4}, {} with a patch; {:.0} s",
+            summary.reward_first_tenth,
+            summary.reward_last_tenth,
+            summary.grpo_steps,
+            summary.prediction_reward_mean,
+            summary.predictions_with_patch,
+            summary.seconds.get("total").copied().unwrap_or(0.0),
+        );
+    }
     println!("{}", args.output.join("summary.json").display());
     Ok(())
 }

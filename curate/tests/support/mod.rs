@@ -27,6 +27,7 @@ pub fn run(inputs: &Inputs, config: &Config, out: &Path) -> Written {
             dir: out.to_owned(),
             parquet: false,
         },
+        &(),
     )
     .unwrap();
     let written = read_output(out);

@@ -26,7 +26,7 @@ use swerve_host::Execution;
 use swerve_slurm::{ArraySpec, FollowEnd, Task};
 
 use super::RunError;
-use super::execute::PatchExecutor;
+use super::execute::{ExecuteConfig, PatchExecutor};
 
 /// Where and how batches run.
 #[derive(Debug, Clone)]
@@ -217,66 +217,33 @@ impl SlurmExecutions {
     }
 }
 
-/// The arguments of a binary's hidden `execute-task` subcommand: how an array task makes its
-/// [`PatchExecutor`]. The submitting side builds them with [`ExecuteTaskArgs::to_args`].
-#[derive(Debug, Clone, clap::Args)]
-pub struct ExecuteTaskArgs {
-    /// The harness dataset (`swerve-mini`, or a rows file or folder).
-    #[arg(long)]
-    pub dataset: String,
-    /// Containers at once in this task.
-    #[arg(long, default_value_t = 2)]
-    pub workers: usize,
-    /// Seconds for one eval script.
-    #[arg(long, default_value_t = super::execute::DEFAULT_TIMEOUT.as_secs())]
-    pub timeout: u64,
-    /// Where each execution's log files go.
-    #[arg(long)]
-    pub work_dir: PathBuf,
-}
-
-impl ExecuteTaskArgs {
-    /// The subcommand and its flags, as a task's command line.
-    pub fn to_args(&self) -> Vec<String> {
-        vec![
-            "execute-task".into(),
-            "--dataset".into(),
-            self.dataset.clone(),
-            "--workers".into(),
-            self.workers.to_string(),
-            "--timeout".into(),
-            self.timeout.to_string(),
-            "--work-dir".into(),
-            self.work_dir.display().to_string(),
-        ]
-    }
-
-    /// Runs this process as an array task of a batch: the executor for the dataset, containers
-    /// swept if Slurm stops the task, then [`serve_task`]. An error when the process is not a
-    /// swerve array task.
-    pub fn run(&self, evaluator: swerve_host::EvaluatorPlugin) -> Result<(), RunError> {
-        let task = Task::from_env()?.ok_or_else(|| {
-            RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(
-                "execute-task runs only as a task of a swerve job array".into(),
-            ))
-        })?;
-        let source = super::source::resolve(&self.dataset, "test", None)
-            .map_err(|e| RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(format!("{e:#}"))))?;
-        let config = super::execute::ExecuteConfig {
-            run_id: format!("execute-{}", std::process::id()),
-            work_dir: self.work_dir.clone(),
-            workers: self.workers.max(1),
-            timeout: Duration::from_secs(self.timeout),
-            ..super::execute::ExecuteConfig::default()
-        };
-        let executor = std::sync::Arc::new(PatchExecutor::new(source, evaluator, config)?);
-        let sweeper = std::sync::Arc::clone(&executor);
-        swerve_slurm::on_terminate(move || {
-            let removed = sweeper.sweep();
-            eprintln!("terminated: removed {removed} containers");
-        });
-        serve_task(&task, &executor)
-    }
+/// Runs this process as an array task of a batch (a binary's hidden `execute-task`
+/// subcommand): the executor for `dataset` with `config` (its `run_id` is set here), containers
+/// swept if Slurm stops the task, then [`serve_task`]. An error when the process is not a swerve
+/// array task.
+pub fn serve_from_env(
+    dataset: &str,
+    config: ExecuteConfig,
+    evaluator: swerve_host::EvaluatorPlugin,
+) -> Result<(), RunError> {
+    let task = Task::from_env()?.ok_or_else(|| {
+        RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(
+            "execute-task runs only as a task of a swerve job array".into(),
+        ))
+    })?;
+    let source = super::source::resolve(dataset, "test", None)
+        .map_err(|e| RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(format!("{e:#}"))))?;
+    let config = ExecuteConfig {
+        run_id: format!("execute-{}", std::process::id()),
+        ..config
+    };
+    let executor = std::sync::Arc::new(PatchExecutor::new(source, evaluator, config)?);
+    let sweeper = std::sync::Arc::clone(&executor);
+    swerve_slurm::on_terminate(move || {
+        let removed = sweeper.sweep();
+        eprintln!("terminated: removed {removed} containers");
+    });
+    serve_task(&task, &executor)
 }
 
 /// An array task of a batch: executes its pairs with `executor` (at most its `workers` containers

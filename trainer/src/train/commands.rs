@@ -101,6 +101,9 @@ pub struct SlurmSpec {
     pub tasks: usize,
     /// Extra `sbatch` arguments.
     pub sbatch_args: Vec<String>,
+    /// What every array task runs: a binary (an absolute path) and its `execute-task`
+    /// arguments, which the binary that parses them writes.
+    pub command: Vec<String>,
 }
 
 /// Starts the harness's sandbox executor for `spec`, parsing logs with the bundled

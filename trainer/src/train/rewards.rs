@@ -181,7 +181,8 @@ struct Batch {
 
 #[cfg(feature = "execute")]
 impl SlurmExecutor {
-    /// Checks Slurm and the dataset; the tasks run this binary's `execute-task` subcommand.
+    /// Checks Slurm and the dataset; the tasks run `slurm.command` (a binary's `execute-task`
+    /// subcommand).
     pub fn start(
         spec: &super::commands::ExecuteSpec,
         slurm: &super::commands::SlurmSpec,
@@ -190,20 +191,11 @@ impl SlurmExecutor {
         if source.rows.is_empty() {
             return Err("the dataset has no rows".into());
         }
-        let exe = std::env::current_exe()?;
         let work_dir = std::path::absolute(&spec.work_dir)?;
-        let task = swerve_harness::run::remote::ExecuteTaskArgs {
-            dataset: spec.dataset.to_string_lossy().into_owned(),
-            workers: spec.workers.max(1),
-            timeout: spec.timeout.as_secs(),
-            work_dir: work_dir.clone(),
-        };
-        let mut command = vec![exe.display().to_string()];
-        command.extend(task.to_args());
         let remote = SlurmExecutions::new(RemoteConfig {
             sbatch_args: slurm.sbatch_args.clone(),
             tasks: slurm.tasks,
-            command,
+            command: slurm.command.clone(),
             dir: work_dir.join("slurm"),
             chdir: std::env::current_dir()?,
         })?;
