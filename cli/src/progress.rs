@@ -199,13 +199,13 @@ impl Progress {
         }
     }
 
-    /// Prints `text` on its own line of stderr (above the bar on a terminal); nothing with
-    /// `-q`.
+    /// Prints a message for the user (a submitted job, an infrastructure error) on its own line
+    /// of stderr, above the bar on a terminal. Printed with `-q` too: quiet hides progress and
+    /// summaries, not what the user must act on.
     pub fn println(&self, text: &str) {
         match &self.sink {
-            Sink::Hidden => {}
             Sink::Bar(bar) => bar.suspend(|| eprintln!("{text}")),
-            Sink::Lines { .. } => eprintln!("{text}"),
+            Sink::Hidden | Sink::Lines { .. } => eprintln!("{text}"),
         }
     }
 

@@ -4,14 +4,15 @@ use std::io::IsTerminal;
 
 /// The global `-v`/`-q` flags (flatten into a binary's top-level parser).
 ///
-/// Levels: `-q` errors only (and no progress or summaries on stderr), none warnings, `-v`
-/// info, `-vv` debug, `-vvv` trace. `RUST_LOG`, when set, overrides the level.
+/// Levels: `-q` errors only (and no progress or summaries on stderr; messages the user must act
+/// on, such as a submitted Slurm job, still print), none warnings, `-v` info, `-vv` debug,
+/// `-vvv` trace. `RUST_LOG`, when set, overrides the level.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct Verbosity {
     /// More logging on stderr: -v info, -vv debug, -vvv trace (RUST_LOG overrides)
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
-    /// Only errors on stderr: no progress, no summaries
+    /// Only errors in the log on stderr: no progress, no summaries
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 }
