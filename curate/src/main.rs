@@ -151,7 +151,15 @@ impl RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     cli.verbosity.init_logging();
-    swerve_cli::finish(run(cli).map(|()| Exit::Success), |_| None)
+    swerve_cli::finish(run(cli).map(|()| Exit::Success), |error| {
+        error.chain().find_map(|cause| {
+            matches!(
+                cause.downcast_ref(),
+                Some(swerve_slurm::SlurmError::Cancelled { .. })
+            )
+            .then_some(Exit::Interrupted)
+        })
+    })
 }
 
 /// The run's stages drawn on stderr, one [`swerve_cli::Progress`] per stage.
@@ -219,38 +227,24 @@ fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funn
         chdir: std::env::current_dir().context("the current folder")?,
         sbatch_args: args.slurm_args.clone(),
     };
-    let mut job = swerve_slurm::submit(&spec)?;
-    eprintln!("Submitted Slurm job {} ({} shards)", job.id, job.tasks);
-    let end = job.follow(
+    let end = swerve_slurm::run_array(
+        &spec,
         std::time::Duration::from_secs(1),
-        std::time::Duration::from_secs(120),
-        |_, lines| {
-            for (_, line) in lines {
-                eprintln!("{line}");
+        |event| match event {
+            swerve_slurm::ArrayEvent::Submitted { job, tasks } => {
+                eprintln!("Submitted Slurm job {job} ({tasks} shards)");
             }
+            swerve_slurm::ArrayEvent::Line { line, .. } => eprintln!("{line}"),
         },
     )?;
-    let status = match end {
-        swerve_slurm::FollowEnd::Cancelled => {
-            anyhow::bail!("interrupted: cancelled Slurm job {}", job.id)
-        }
-        swerve_slurm::FollowEnd::Finished(status) => status,
-    };
-    let mut shards = Vec::new();
-    for index in 0..job.tasks {
-        if job.finished_note(index).is_none() {
-            let state = status
-                .tasks
-                .get(&index)
-                .map_or("ENDED", |t| t.state.as_str());
-            anyhow::bail!(
-                "Slurm task {index} of job {} ended {state} before finishing its shard; rerun the command. Its output ends:\n{}",
-                job.id,
-                job.output_tail(index, 2000)
-            );
-        }
-        shards.push(shard_dir(&output.dir, index));
+    // A shard is one task's whole output: the merge needs every one.
+    if !end.lost.is_empty() {
+        let lost: Vec<String> = end.lost.iter().map(ToString::to_string).collect();
+        anyhow::bail!("{}", lost.join("\n"));
     }
+    let shards: Vec<PathBuf> = (0..end.tasks)
+        .map(|index| shard_dir(&output.dir, index))
+        .collect();
     let funnel = swerve_curate::merge::merge(&shards, output)
         .with_context(|| format!("curate merge into {}", output.dir.display()))?;
     fs_err::remove_dir_all(&round)?;

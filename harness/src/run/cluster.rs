@@ -22,7 +22,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use swerve_host::EvaluatorPlugin;
 use swerve_sandbox::{Sandbox, SandboxConfig};
-use swerve_slurm::{ArraySpec, FollowEnd, Task};
+use swerve_slurm::{ArrayEvent, ArraySpec, SlurmError, Task};
 
 use super::cache::OutcomeKind;
 use super::{
@@ -197,79 +197,45 @@ fn run_round(
         chdir: options.chdir.clone(),
         sbatch_args: options.sbatch_args.clone(),
     };
-    let mut job = swerve_slurm::submit(&spec)?;
-    progress.message(&format!(
-        "Submitted Slurm job {} ({} array tasks) for {} instances",
-        job.id,
-        job.tasks,
-        ids.len()
-    ));
     let mut finished = BTreeMap::new();
-    let end = job.follow(
-        Duration::from_millis(500),
-        Duration::from_secs(120),
-        |_, lines| {
-            for (task, line) in lines {
-                match serde_json::from_str::<Finished>(&line) {
-                    Ok(f) => {
-                        let result = f.into_result();
-                        if last || !result.outcome.is_infra() {
-                            progress.done(&result);
-                        }
-                        finished.insert(result.instance_id.clone(), result);
-                    }
-                    Err(e) => tracing::warn!(task, %line, error = %e, "unreadable progress line"),
+    let end = swerve_slurm::run_array(&spec, Duration::from_millis(500), |event| match event {
+        ArrayEvent::Submitted { job, tasks } => progress.message(&format!(
+            "Submitted Slurm job {job} ({tasks} array tasks) for {} instances",
+            ids.len()
+        )),
+        ArrayEvent::Line { task, line } => match serde_json::from_str::<Finished>(line) {
+            Ok(f) => {
+                let result = f.into_result();
+                if last || !result.outcome.is_infra() {
+                    progress.done(&result);
                 }
+                finished.insert(result.instance_id.clone(), result);
             }
+            Err(e) => tracing::warn!(task, %line, error = %e, "unreadable progress line"),
         },
-    )?;
-    let status = match end {
-        FollowEnd::Cancelled => {
+    });
+    let end = match end {
+        Err(SlurmError::Cancelled { job }) => {
             return Err(RunError::Cancelled {
-                job: job.id.clone(),
+                job,
                 finished: finished.len(),
                 total: ids.len(),
             });
         }
-        FollowEnd::Finished(status) => status,
+        other => other?,
     };
     let mut unfinished = Vec::new();
-    for (index, shard) in shards.iter().enumerate() {
-        if job.finished_note(index).is_some() {
-            continue;
-        }
-        let lost: Vec<&String> = shard
+    for lost in &end.lost {
+        let ids: Vec<&String> = shards[lost.index]
             .iter()
             .filter(|id| !finished.contains_key(*id))
             .collect();
-        let (state, node) = status
-            .tasks
-            .get(&index)
-            .map_or(("ENDED", ""), |t| (t.state.as_str(), t.node.as_str()));
-        let tail = job.output_tail(index, 2000);
         let why = format!(
-            "Slurm task {index} of job {} ended {state}{} before finishing: {} instances not evaluated ({}); rerun the same command to complete them.{}",
-            job.id,
-            if node.is_empty() {
-                String::new()
-            } else {
-                format!(" on {node}")
-            },
-            lost.len(),
-            lost.iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            if tail.is_empty() {
-                format!(
-                    " It left no output in {}: is the run folder shared with that node?",
-                    job.dir.display()
-                )
-            } else {
-                format!(" Its output ends:\n{tail}")
-            }
+            "{} instances not evaluated ({}): {lost}",
+            ids.len(),
+            ids.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
         );
-        unfinished.extend(lost.into_iter().map(|id| (id.clone(), why.clone())));
+        unfinished.extend(ids.into_iter().map(|id| (id.clone(), why.clone())));
     }
     Ok(Round {
         finished,

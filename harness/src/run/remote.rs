@@ -23,7 +23,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use swerve_host::Execution;
-use swerve_slurm::{ArraySpec, FollowEnd, Task};
+use swerve_slurm::{ArrayEvent, ArraySpec, SlurmError, Task};
 
 use super::RunError;
 use super::execute::{ExecuteConfig, PatchExecutor};
@@ -164,50 +164,40 @@ impl SlurmExecutions {
             chdir: self.config.chdir.clone(),
             sbatch_args: self.config.sbatch_args.clone(),
         };
-        let mut job = match swerve_slurm::submit(&spec) {
-            Ok(job) => job,
-            Err(e) => {
-                let why = format!("Slurm did not take the batch: {e}");
-                return Ok(requests.iter().map(|r| (r.n, infra(why.clone()))).collect());
-            }
-        };
         let mut answered: HashMap<usize, Execution> = HashMap::new();
-        let end = job.follow(
-            Duration::from_millis(200),
-            Duration::from_secs(120),
-            |_, lines| {
-                for (task, line) in lines {
-                    match serde_json::from_str::<Reply>(&line) {
-                        Ok(reply) => {
-                            answered.insert(reply.n, reply.execution);
-                        }
-                        Err(e) => tracing::warn!(task, error = %e, "unreadable execution line"),
+        let end = swerve_slurm::run_array(&spec, Duration::from_millis(200), |event| {
+            if let ArrayEvent::Line { task, line } = event {
+                match serde_json::from_str::<Reply>(line) {
+                    Ok(reply) => {
+                        answered.insert(reply.n, reply.execution);
                     }
+                    Err(e) => tracing::warn!(task, error = %e, "unreadable execution line"),
                 }
-            },
-        )?;
-        let status = match end {
-            FollowEnd::Cancelled => {
+            }
+        });
+        let end = match end {
+            Ok(end) => end,
+            Err(SlurmError::Cancelled { job }) => {
                 return Err(RunError::Cancelled {
-                    job: job.id.clone(),
+                    job,
                     finished: answered.len(),
                     total: requests.len(),
                 });
             }
-            FollowEnd::Finished(status) => status,
+            // Not the model's doing: every pair of the batch is an infrastructure error.
+            Err(e) => {
+                let why = format!("Slurm could not run the batch: {e}");
+                return Ok(requests.iter().map(|r| (r.n, infra(why.clone()))).collect());
+            }
         };
         let mut out = Vec::with_capacity(requests.len());
         for (index, shard) in shards.iter().enumerate() {
+            let lost = end.lost.iter().find(|l| l.index == index);
             for r in shard {
                 let execution = answered.remove(&r.n).unwrap_or_else(|| {
-                    let state = status
-                        .tasks
-                        .get(&index)
-                        .map_or("ENDED", |t| t.state.as_str());
-                    infra(format!(
-                        "Slurm task {index} of job {} ended {state} before executing this patch: {}",
-                        job.id,
-                        job.output_tail(index, 500)
+                    infra(lost.map_or_else(
+                        || "the task finished without answering for this patch".to_owned(),
+                        |lost| format!("not executed: {lost}"),
                     ))
                 });
                 out.push((r.n, execution));
