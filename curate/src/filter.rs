@@ -1,14 +1,13 @@
 //! Stage 5: the ordered rejection rules. A pull request gets the **first** reason that applies,
 //! in the order of [`Reason`]; one that passes them all is a [`Task`] row that still has dedup
 //! and the prompt budget ahead of it. Everything a rule needs from the clone is read here, once, through
-//! [`crate::clone`]; a rule never aborts the run.
+//! a [`swerve_mirror::Mirror`]; a rule never aborts the run.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::{Aggregate, PullRequest};
-use crate::clone::{Change, Clone, is_binary};
 use crate::config::Config;
 use crate::decontaminate::Exclusions;
 use crate::dedup::patch_key;
@@ -16,6 +15,7 @@ use crate::links::linked_issues;
 use crate::output::Task;
 use crate::paths::{PathClass, classify};
 use crate::relevant;
+use swerve_mirror::{Change, MergeEvidence, Mirror, MirrorError, ObjectId, is_binary};
 
 /// Why a pull request is not a task, in the order the rules are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -129,7 +129,7 @@ pub struct Context<'a> {
 }
 
 /// The clone of a PR's repository as the rules see it: opened once per repository.
-pub type CloneSlot<'a> = &'a Result<Clone, String>;
+pub type CloneSlot<'a> = &'a Result<Mirror, MirrorError>;
 
 /// Applies the rules to `pr` in order.
 pub fn evaluate(
@@ -174,12 +174,13 @@ pub fn evaluate(
         let merged = match branch {
             Some(branch) => clone
                 .merged_into(branch, head, pr.number)
-                .map_err(|e| reject(Reason::UnreadableClone, e))?,
-            None => None,
+                .map_err(|e| reject(Reason::UnreadableClone, e.to_string()))?,
+            None => MergeEvidence::NotMerged,
         };
         match merged {
-            Some(commit) => merge_commit = commit.map(|c| c.to_string()),
-            None => {
+            MergeEvidence::MergedBy(commit) => merge_commit = Some(commit.to_string()),
+            MergeEvidence::Merged => merge_commit = None,
+            MergeEvidence::NotMerged => {
                 return Err(reject(
                     Reason::NotMerged,
                     "trimmed payload; the clone shows no merge of the head",
@@ -200,7 +201,7 @@ pub fn evaluate(
     }
     let clone = clone
         .as_ref()
-        .map_err(|why| reject(Reason::MissingClone, why.clone()))?;
+        .map_err(|why| reject(Reason::MissingClone, why.to_string()))?;
     let Some((head, base_tip)) = commits else {
         let missing = match (&head_sha, &base_sha) {
             (Some(h), _) if clone.commit(h).is_none() => format!("head {h} is not in the clone"),
@@ -209,7 +210,7 @@ pub fn evaluate(
         };
         return Err(reject(Reason::MissingCommit, missing));
     };
-    let unreadable = |e: String| reject(Reason::UnreadableClone, e);
+    let unreadable = |e: MirrorError| reject(Reason::UnreadableClone, e.to_string());
     let base = clone.merge_base(base_tip, head).map_err(unreadable)?;
     let changes = clone.changes(base, head).map_err(unreadable)?;
     if changes.is_empty() {
@@ -267,16 +268,16 @@ pub fn evaluate(
 }
 
 struct Build {
-    base: git2::Oid,
-    head: git2::Oid,
+    base: ObjectId,
+    head: ObjectId,
     merge_commit: Option<String>,
     files: Vec<EditedFile>,
     code_files: Vec<String>,
     issues: Vec<u64>,
 }
 
-fn build(pr: &PullRequest, clone: &Clone, cx: &Context<'_>, b: Build) -> Result<Task, Rejection> {
-    let unreadable = |e: String| reject(Reason::UnreadableClone, e);
+fn build(pr: &PullRequest, clone: &Mirror, cx: &Context<'_>, b: Build) -> Result<Task, Rejection> {
+    let unreadable = |e: MirrorError| reject(Reason::UnreadableClone, e.to_string());
     let mut code_context = BTreeMap::new();
     let mut oracle_new_content = BTreeMap::new();
     for file in b.files.iter().filter(|f| f.class == Some(PathClass::Code)) {
@@ -371,7 +372,7 @@ struct EditedFile {
     new: Option<Vec<u8>>,
 }
 
-fn read_changes(clone: &Clone, changes: &[Change]) -> Result<Vec<EditedFile>, String> {
+fn read_changes(clone: &Mirror, changes: &[Change]) -> Result<Vec<EditedFile>, MirrorError> {
     changes
         .iter()
         .map(|c| {

@@ -10,13 +10,12 @@
 //! bug, and not an environment builder: rows carry no `FAIL_TO_PASS` tests and no image.
 //!
 //! Stages, one module each: [`events`] → [`spill`] (partitions on disk, so memory stays
-//! flat) → [`aggregate`] → [`clone`] (with [`paths`], [`links`], [`relevant`], optionally
-//! [`endpoint`]) → [`filter`] → [`dedup`] → [`output`] (and [`table`] for `tasks.parquet`);
+//! flat) → [`aggregate`] → each repository's bare mirror read through `swerve-mirror` (with
+//! [`paths`], [`links`], [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`] (and [`table`] for `tasks.parquet`);
 //! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (reporting
 //! to a [`progress::Progress`]) and [`merge`] joins shards.
 
 pub mod aggregate;
-pub mod clone;
 pub mod config;
 pub mod decontaminate;
 pub mod dedup;

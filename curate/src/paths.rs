@@ -2,7 +2,7 @@
 //! `test_patch`, the `no_code_change` filter, the oracle and the relevant-file candidates all ask
 //! this module, so they can never disagree.
 //!
-//! Binary files are decided from content (see [`crate::clone::is_binary`]) before this rule runs.
+//! Binary files are decided from content (see [`swerve_mirror::is_binary`]) before this rule runs.
 
 /// Directory names that make every path below them a test path.
 const TEST_DIRS: [&str; 4] = ["test", "tests", "testing", "e2e"];

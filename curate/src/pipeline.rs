@@ -12,7 +12,6 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use crate::aggregate::PullRequest;
-use crate::clone::Clone;
 use crate::config::Config;
 use crate::decontaminate::Exclusions;
 use crate::error::CurateError;
@@ -23,6 +22,7 @@ use crate::output::{
 };
 use crate::progress::Progress;
 use crate::spill::{self, Spill};
+use swerve_mirror::Mirror;
 
 /// Where a run reads from.
 #[derive(Debug, Clone)]
@@ -132,7 +132,7 @@ fn evaluate_partition(
         by_repo
             .par_iter()
             .flat_map_iter(|(name, prs)| {
-                let clone = Clone::open(&inputs.repos, name);
+                let clone = Mirror::open(&inputs.repos, name);
                 let out: Vec<_> = prs
                     .iter()
                     .map(|pr| {

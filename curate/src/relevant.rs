@@ -19,12 +19,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::Hasher;
 
-use git2::Oid;
 use rustc_hash::{FxHashSet, FxHasher};
 
-use crate::clone::{Clone, is_binary};
 use crate::endpoint::Endpoint;
 use crate::paths::{PathClass, classify};
+use swerve_mirror::{Mirror, ObjectId, Tree, is_binary};
 
 /// The most candidates whose content is read per PR (reading and scoring text is most of the
 /// clone stage's time).
@@ -33,7 +32,7 @@ const MAX_CANDIDATES: usize = 16;
 /// What the selection is given.
 pub struct Request<'a> {
     /// The merge base.
-    pub base: Oid,
+    pub base: ObjectId,
     /// Every path the PR edits (any class).
     pub edited: &'a BTreeSet<String>,
     /// The edited code files' text at the base.
@@ -167,7 +166,7 @@ fn split_path(path: &str) -> (&str, &str) {
 }
 
 /// Chooses up to `request.count` relevant files: `(path, text)` best first.
-pub fn select(clone: &Clone, request: &Request<'_>) -> Vec<(String, String)> {
+pub fn select(clone: &Mirror, request: &Request<'_>) -> Vec<(String, String)> {
     if request.count == 0 || request.edited_code.is_empty() {
         return Vec::new();
     }
@@ -289,16 +288,11 @@ pub fn select(clone: &Clone, request: &Request<'_>) -> Vec<(String, String)> {
 }
 
 /// The text of `path` in the base `tree` when it may join the context.
-fn validated(
-    clone: &Clone,
-    tree: &git2::Tree<'_>,
-    request: &Request<'_>,
-    path: &str,
-) -> Option<String> {
+fn validated(clone: &Mirror, tree: &Tree<'_>, request: &Request<'_>, path: &str) -> Option<String> {
     if request.edited.contains(path) {
         return None;
     }
-    let blob = Clone::blob_in(tree, path)?;
+    let blob = tree.blob(path)?;
     let bytes = clone.blob(blob).ok()?;
     if bytes.len() > request.max_bytes || is_binary(&bytes) {
         return None;

@@ -159,7 +159,7 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
         .filter(|r| r.get("error").is_some())
         .collect();
     assert_eq!(missing.len(), 5, "{stderr}");
-    assert!(stderr.contains("no clone at"), "{stderr}");
+    assert!(stderr.contains("no mirror at"), "{stderr}");
 
     // The predictions evaluate in Docker (the tiny model's patches are empty or do not apply).
     let source = swerve_harness::run::source::resolve("swerve-mini", "test", None).unwrap();

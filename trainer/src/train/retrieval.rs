@@ -1,6 +1,6 @@
 //! `trainer predict` on rows that carry no `code_context` (SWE-bench rows): each row's
 //! repository is read at its base commit from a bare mirror (`<repos>/<owner>/<name>.git`, the
-//! layout `curate` reads, through [`swerve_curate::clone`]), its files are ranked by a retriever
+//! layout `curate` reads, through [`swerve_mirror::Mirror`]), its files are ranked by a retriever
 //! ([`crate::retrieve`]), and files are added in rank order while the rendered prompt stays
 //! within the token budget, counted with the model's own tokenizer.
 //!
@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
-use swerve_curate::clone::{Clone as Mirror, is_binary};
+use swerve_mirror::{Mirror, is_binary};
 use swerve_swebench::Instance;
 
 use super::data::Prompter;
@@ -342,7 +342,7 @@ fn read_tree(
         .base_commit
         .as_deref()
         .ok_or("the row has no base_commit")?;
-    let mirror = Mirror::open(repos, &task.repo)?;
+    let mirror = Mirror::open(repos, &task.repo).map_err(|e| e.to_string())?;
     let commit = mirror.commit(base).ok_or_else(|| {
         format!(
             "base commit {base} is not in the mirror of {} under {}",
@@ -350,14 +350,14 @@ fn read_tree(
             repos.display()
         )
     })?;
-    let tree = mirror.tree(commit)?;
+    let tree = mirror.tree(commit).map_err(|e| e.to_string())?;
     let mut files = BTreeMap::new();
     let mut skipped = 0;
-    for path in mirror.files(commit)? {
-        let Some(id) = Mirror::blob_in(&tree, &path) else {
+    for path in mirror.files(commit).map_err(|e| e.to_string())? {
+        let Some(id) = tree.blob(&path) else {
             continue;
         };
-        let bytes = mirror.blob(id)?;
+        let bytes = mirror.blob(id).map_err(|e| e.to_string())?;
         if bytes.len() > MAX_FILE_BYTES || is_binary(&bytes) {
             skipped += 1;
             continue;
