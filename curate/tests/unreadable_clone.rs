@@ -5,8 +5,8 @@ mod support;
 
 use std::process::Command;
 
-use support::fixture::{Events, Pr, WorkRepo};
 use swerve_curate::{Config, Inputs, Reason};
+use swerve_tests::curation::history::{Events, Pr, WorkRepo};
 
 #[test]
 fn a_blob_missing_from_the_mirror_is_an_unreadable_clone() {

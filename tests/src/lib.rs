@@ -1,10 +1,13 @@
 //! Shared fixtures for swerve's end-to-end tests and benchmarks: where the repository and the
 //! optional shared data folder are, and the SWE-RL development vectors (the repository's copy in
-//! `guest-plugins/swe-rl/tests/data/`). Test code only; nothing here ships.
+//! `guest-plugins/swe-rl/tests/data/`), and the curation inputs the project writes itself
+//! ([`curation`]). Test code only; nothing here ships.
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
+
+pub mod curation;
 
 /// The repository's root folder.
 pub fn repo_root() -> PathBuf {

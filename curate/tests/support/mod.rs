@@ -1,10 +1,7 @@
-//! Test support for curate's integration tests: a fixture builder of its own (git repositories
-//! made with the `git` command, GH Archive hour files written with flate2) and readers of its
-//! output.
+//! Test support for curate's integration tests: a run that reads its output back, and a mock
+//! relevant-file model. The inputs come from `swerve_tests::curation`.
 
 #![allow(dead_code, missing_docs)]
-
-pub mod fixture;
 
 use std::path::Path;
 
@@ -48,29 +45,6 @@ pub fn read_output(dir: &Path) -> Written {
         tasks: read_jsonl(&dir.join("tasks.jsonl")).unwrap(),
         rejected: read_jsonl(&dir.join("rejected.jsonl")).unwrap(),
         funnel: read_funnel(&dir.join("funnel.json")).unwrap(),
-    }
-}
-
-/// Every written task parses as a SWE-bench row, and its oracle answer scores 1.0 with the
-/// SWE-RL reward (what `trainer grpo --plugin swe-rl` computes).
-pub fn check_trainer_ready(dir: &Path) {
-    let rows = swerve_swebench::dataset::read_rows(&dir.join("tasks.jsonl")).unwrap();
-    let tasks: Vec<Task> = read_jsonl(&dir.join("tasks.jsonl")).unwrap();
-    assert_eq!(rows.len(), tasks.len());
-    for row in &rows {
-        assert!(!row.oracle_new_content.is_empty(), "{}", row.instance_id);
-        assert!(
-            row.problem_statement
-                .as_deref()
-                .is_some_and(|p| !p.is_empty())
-        );
-        let completion = swerve_trainer::train::data::gold_completion(row);
-        let outcome = swerve_swe_rl::search_replace_reward(
-            &row.code_context,
-            &row.oracle_new_content,
-            &completion,
-        );
-        assert_eq!(outcome.reward, 1.0, "{}: {outcome:?}", row.instance_id);
     }
 }
 

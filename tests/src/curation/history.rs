@@ -1,5 +1,4 @@
-//! curate's own fixture: small git repositories shaped like GitHub history, built with the `git`
-//! command in a temporary folder and mirrored with `git clone --mirror --no-local` (so objects
+//! Small git repositories shaped like GitHub history, built with the `git` command in a folder and mirrored with `git clone --mirror --no-local` (so objects
 //! that no ref reaches are really gone), plus GH Archive hour files written with flate2.
 
 use std::io::Write;
@@ -10,7 +9,9 @@ use serde_json::{Value, json};
 
 /// A working repository whose history the test writes, mirrored at the end.
 pub struct WorkRepo {
+    /// `owner/name`.
     pub name: String,
+    /// The working tree.
     pub dir: PathBuf,
     home: PathBuf,
     clock: std::cell::Cell<u64>,
@@ -43,6 +44,7 @@ fn git_in(dir: &Path, home: &Path, args: &[&str], when: u64) -> String {
 }
 
 impl WorkRepo {
+    /// A new repository `name` (branch `main`) under `<root>/work/`.
     pub fn new(root: &Path, name: &str) -> WorkRepo {
         let dir = root.join("work").join(name);
         let home = root.join("home");
@@ -58,6 +60,7 @@ impl WorkRepo {
         repo
     }
 
+    /// Runs git in the working tree, one fixture hour after the last call.
     pub fn git(&self, args: &[&str]) -> String {
         self.clock.set(self.clock.get() + 1);
         git_in(&self.dir, &self.home, args, self.clock.get())
@@ -84,16 +87,19 @@ impl WorkRepo {
         self.rev("HEAD")
     }
 
+    /// Checks out `branch`.
     pub fn checkout(&self, branch: &str) {
         if self.git(&["symbolic-ref", "--short", "HEAD"]) != branch {
             self.git(&["checkout", "-q", branch]);
         }
     }
 
+    /// Creates branch `name` at `at`.
     pub fn branch(&self, name: &str, at: &str) {
         self.git(&["branch", name, at]);
     }
 
+    /// `git rev-parse rev`.
     pub fn rev(&self, rev: &str) -> String {
         self.git(&["rev-parse", rev])
     }
@@ -169,14 +175,23 @@ pub struct Events {
     lines: Vec<(String, String)>,
 }
 
+/// A pull request as its events describe it.
 pub struct Pr<'a> {
+    /// `owner/name`.
     pub repo: &'a str,
+    /// GH Archive's `repo.id`.
     pub repo_id: u64,
+    /// The PR's number.
     pub number: u64,
+    /// Its title.
     pub title: &'a str,
+    /// Its body.
     pub body: Option<&'a str>,
+    /// The author's login.
     pub login: &'a str,
+    /// `(ref, sha)` of the base branch.
     pub base: (&'a str, &'a str),
+    /// The head commit.
     pub head: &'a str,
 }
 
@@ -217,6 +232,7 @@ impl Events {
         })
     }
 
+    /// An `IssuesEvent` opening issue `number`.
     pub fn issue(
         &mut self,
         repo: &str,
@@ -286,6 +302,7 @@ impl Events {
     }
 }
 
+/// `lines` as one gzip member, a newline after each.
 pub fn gzip(lines: &[&str]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for line in lines {
