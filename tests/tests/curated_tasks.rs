@@ -8,13 +8,13 @@
 use std::path::{Path, PathBuf};
 
 use swerve_curate::{Config, Inputs, Output};
-use swerve_trainer::grpo::GrpoConfig;
-use swerve_trainer::prompt::PromptFormat;
-use swerve_trainer::train::commands::{
+use swerve_trainer::commands::{
     GrpoCommand, ModelSource, OutputSpec, SftCommand, SftData, run_grpo, run_sft,
 };
-use swerve_trainer::train::data::PromptStyle;
-use swerve_trainer::train::sft::SftConfig;
+use swerve_trainer::data::PromptStyle;
+use swerve_trainer::grpo::GrpoConfig;
+use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::train::sft_loop::SftConfig;
 
 /// Curates `root`'s `events/` and `repos/` into `root/curated`; returns its `tasks.jsonl`.
 fn curate(root: &Path) -> PathBuf {
@@ -45,7 +45,7 @@ fn check_trainer_ready(tasks: &Path) {
                 .as_deref()
                 .is_some_and(|p| !p.is_empty())
         );
-        let completion = swerve_trainer::train::data::gold_completion(row);
+        let completion = swerve_trainer::data::gold_completion(row);
         let outcome = swerve_swe_rl::search_replace_reward(
             &row.code_context,
             &row.oracle_new_content,

@@ -60,7 +60,7 @@ struct Args {
     #[arg(long)]
     python: Option<PathBuf>,
     /// PyTorch's attention implementation (`eager` or `sdpa`); with an attention mask, `sdpa`
-    /// was the slower of the two on CPU (docs/benchmarks-trainer.md)
+    /// was the slower of the two on CPU (docs/benchmarks.md)
     #[arg(long, default_value = "eager")]
     torch_attn: String,
     /// Time generation alone over the grid of batch sizes and lengths (see the file's

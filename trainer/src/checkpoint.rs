@@ -26,8 +26,8 @@ pub const STATE_FILE: &str = "trainer_state.json";
 /// (the chat template too, so that `--prompt-format template` works on a checkpoint).
 const TOKENIZER_FILES: [&str; 3] = [
     "tokenizer.json",
-    crate::chat_template::CONFIG_FILE,
-    crate::chat_template::JINJA_FILE,
+    crate::prompt::chat_template::CONFIG_FILE,
+    crate::prompt::chat_template::JINJA_FILE,
 ];
 
 /// `trainer_state.json`.

@@ -214,7 +214,7 @@ pub enum Error {
         reason: String,
     },
     /// The `template` prompt format was asked to render without a loaded chat template
-    /// ([`crate::train::data::Prompter::for_model`] loads the model's).
+    /// ([`crate::data::Prompter::for_model`] loads the model's).
     #[error("prompt format `template` needs the model's chat template, and none was loaded")]
     NoChatTemplate,
     /// A plot could not be drawn or written.

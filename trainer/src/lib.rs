@@ -1,27 +1,36 @@
 //! swerve's trainer: GRPO reinforcement learning for software-engineering agents.
 //!
-//! [`grpo`] holds the objective as exact, tested `f64` math (reward aggregation, advantages, the
-//! per-token loss and its normalisations, metrics and the worked-example case files); [`cli`]
-//! holds the library side of the `trainer` subcommands.
+//! Modules by what they hold:
+//! - [`commands`]: the library side of the `trainer` subcommands (typed arguments in, files out);
+//! - [`train`]: the training loops, SFT and GRPO, with their batches, schedules, rewards
+//!   (plugins, executions) and resumable run state;
+//! - [`grpo`]: the GRPO objective as exact, tested `f64` math with TRL's names (config, reward
+//!   aggregation, advantages, the loss types and their normalisations, metrics, worked-case
+//!   files), which the loop's tensor objective follows;
+//! - [`predict`]: SWE-bench predictions, and contexts retrieved from a repository for rows that
+//!   carry none;
+//! - [`report`]: the metrics log, TensorBoard event files and plots of a run;
+//! - [`data`] (task rows and SFT examples) and [`prompt`] (prompts, chat templates);
+//! - the model: [`model`], a Llama/Qwen2-family causal LM on dfdx with weights shaped at run
+//!   time from a Hugging Face `config.json`, loaded from safetensors, with [`tokenizer`],
+//!   batched KV-cache sampling in [`generate`] and Hugging Face-layout [`checkpoint`]s. On the
+//!   CPU its layers run as fused kernels recorded on dfdx's tape ([`model::kernels`]);
+//!   [`runtime::init`] sets up the allocator and thread pool they need.
 //!
-//! The policy model lives in [`model`]: a Llama/Qwen2-family causal LM on dfdx with weights
-//! shaped at run time from a Hugging Face `config.json`, loaded from safetensors, with
-//! [`tokenizer`], batched KV-cache sampling in [`generate`] and resumable Hugging Face-layout
-//! [`checkpoint`]s. On the CPU its layers run as fused kernels recorded on dfdx's tape
-//! ([`model::kernels`]); [`runtime::init`] sets up the allocator and thread pool they need. It
-//! is not an inference server (one process, one device, no paged cache)
-//! and not a general model zoo: other architectures, RoPE scaling and quantised weights are
-//! rejected with an [`error::Error`] naming the config field.
+//! It is not an inference server (one process, one device, no paged cache) and not a general
+//! model zoo: other architectures, RoPE scaling and quantised weights are rejected with an
+//! [`error::Error`] naming the config field.
 
-pub mod chat_template;
 pub mod checkpoint;
-pub mod cli;
+pub mod commands;
+pub mod data;
 pub mod error;
 pub mod generate;
 pub mod grpo;
 pub mod model;
+pub mod predict;
 pub mod prompt;
-pub mod retrieve;
+pub mod report;
 pub mod runtime;
 pub mod tokenizer;
 pub mod train;

@@ -95,10 +95,10 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
     let verbosity = &cli.verbosity;
     match cli.command {
         Command::Generate(args) => run_generate(&args)?,
-        Command::Loss { case } => println!("{}", swerve_trainer::cli::loss::run(&case)?),
+        Command::Loss { case } => println!("{}", swerve_trainer::commands::loss::run(&case)?),
         Command::Tokenizer { root, out } => {
-            let spec = swerve_trainer::cli::tokenizer::TokenizerSpec::bundled(&root);
-            let vocab = swerve_trainer::cli::tokenizer::run(&spec, &out)?;
+            let spec = swerve_trainer::commands::tokenizer::TokenizerSpec::bundled(&root);
+            let vocab = swerve_trainer::commands::tokenizer::run(&spec, &out)?;
             eprintln!("wrote {} ({vocab} tokens)", out.display());
         }
         Command::Sft(args) => train_args::run_sft(&args, verbosity)?,

@@ -1,5 +1,5 @@
 //! Flags of `trainer sft`, `trainer grpo`, `trainer predict` and `trainer demo`, turned into the
-//! typed commands of `swerve_trainer::train::commands`, with progress on stderr
+//! typed commands of `swerve_trainer::commands`, with progress on stderr
 //! ([`swerve_cli::Progress`]).
 
 use std::path::PathBuf;
@@ -8,14 +8,14 @@ use std::time::Duration;
 use anyhow::Context;
 use swerve_cli::{Progress, Verbosity};
 use swerve_host::PluginSpec;
-use swerve_trainer::generate::SamplingConfig;
-use swerve_trainer::prompt::PromptFormat;
-use swerve_trainer::train::commands::{
+use swerve_trainer::commands::demo::{self, DemoConfig};
+use swerve_trainer::commands::{
     self, ExecuteSpec, GrpoCommand, ModelSource, OutputSpec, PredictCommand, SftCommand, SftData,
 };
-use swerve_trainer::train::data::PromptStyle;
-use swerve_trainer::train::demo::{self, DemoConfig};
-use swerve_trainer::train::metrics_log::{ReportTo, StepMetrics};
+use swerve_trainer::data::PromptStyle;
+use swerve_trainer::generate::SamplingConfig;
+use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::report::metrics_log::{ReportTo, StepMetrics};
 use swerve_trainer::train::rewards::PluginRewards;
 use swerve_trainer::train::state::RunState;
 
@@ -355,9 +355,9 @@ pub fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::Result<
         output: args.output.clone(),
         retrieval: args.retriever.map(|r| commands::RetrievalSpec {
             retriever: match r {
-                RetrieverArg::Bm25 => swerve_trainer::train::retrieval::Retriever::Bm25,
-                RetrieverArg::Oracle => swerve_trainer::train::retrieval::Retriever::Oracle,
-                RetrieverArg::Model => swerve_trainer::train::retrieval::Retriever::Model,
+                RetrieverArg::Bm25 => swerve_trainer::predict::retrieval::Retriever::Bm25,
+                RetrieverArg::Oracle => swerve_trainer::predict::retrieval::Retriever::Oracle,
+                RetrieverArg::Model => swerve_trainer::predict::retrieval::Retriever::Model,
             },
             repos: args.repos.clone().unwrap_or_default(),
             max_prompt_tokens: args.max_prompt_tokens,

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 
 use dfdx::prelude::Cpu;
 use swerve_swebench::Instance;
-use swerve_trainer::chat_template::{ChatMessage, ChatTemplate};
+use swerve_trainer::data::{PromptStyle, Prompter};
 use swerve_trainer::error::Error;
 use swerve_trainer::model::CausalLm;
+use swerve_trainer::prompt::chat_template::{ChatMessage, ChatTemplate};
 use swerve_trainer::prompt::{self, PromptFormat};
-use swerve_trainer::train::data::{PromptStyle, Prompter};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use swerve_trainer::cli;
+use swerve_trainer::commands;
 use swerve_trainer::grpo::case::{CaseFile, FileEvaluation, Matrix};
 use swerve_trainer::grpo::{LossType, ScaleRewards};
 
@@ -326,7 +326,7 @@ fn headline_losses_of_the_worked_example() {
 #[test]
 fn cli_loss_prints_one_object_keyed_by_case() {
     let path = worked_example();
-    let text = cli::loss::run(&path).unwrap();
+    let text = commands::loss::run(&path).unwrap();
     assert!(!text.contains('\n'), "one line: {text}");
     let output: serde_json::Value = serde_json::from_str(&text).unwrap();
     let output = output.as_object().expect("a JSON object");
@@ -397,7 +397,7 @@ fn cli_loss_prints_one_object_keyed_by_case() {
 
 #[test]
 fn cli_loss_reports_a_missing_file_with_its_path() {
-    let err = cli::loss::run(Path::new("/nonexistent/case.json")).unwrap_err();
+    let err = commands::loss::run(Path::new("/nonexistent/case.json")).unwrap_err();
     assert!(
         format!("{err:#}").contains("/nonexistent/case.json"),
         "{err:#}"

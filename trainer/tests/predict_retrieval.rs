@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use swerve_trainer::data::{PromptStyle, Prompter};
+use swerve_trainer::predict::retrieval::{ContextSettings, Localize, Retriever, fill_context};
 use swerve_trainer::prompt::PromptFormat;
 use swerve_trainer::tokenizer::Tokenizer;
-use swerve_trainer::train::data::{PromptStyle, Prompter};
-use swerve_trainer::train::retrieval::{ContextSettings, Localize, Retriever, fill_context};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -382,7 +382,7 @@ fn the_files_the_model_names_are_its_ranking() {
         tokenizer: &tokenizer,
         max_prompt_tokens: 4096,
     };
-    let mut task = swerve_trainer::train::data::read_tasks(
+    let mut task = swerve_trainer::data::read_tasks(
         &root().join("harness/datasets/swerve-mini/swerve-mini.jsonl"),
     )
     .unwrap()

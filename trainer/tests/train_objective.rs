@@ -9,7 +9,7 @@ use swerve_trainer::grpo::case::{CaseFile, OldLogpsFrom};
 use swerve_trainer::grpo::loss::{LossInputs, OldLogps, evaluate};
 use swerve_trainer::grpo::{LossType, Normalisation, ObjectiveParams};
 use swerve_trainer::model::{CausalLm, ModelConfig, ModelParams, TokenBatch};
-use swerve_trainer::train::objective::{MicroBatch, grpo_loss};
+use swerve_trainer::train::grpo_objective::{MicroBatch, grpo_loss};
 
 fn close(a: f64, b: f64, rel: f64, abs: f64) -> bool {
     (a - b).abs() <= abs.max(rel * b.abs())

@@ -9,16 +9,16 @@ use std::sync::Mutex;
 use dfdx::prelude::Cpu;
 use swerve_host::Execution;
 use swerve_swebench::Instance;
+use swerve_trainer::data::{PromptStyle, SftExample};
 use swerve_trainer::grpo::GrpoConfig;
 use swerve_trainer::model::CausalLm;
 use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::report::metrics_log::{self, ReportTo, StepMetrics};
 use swerve_trainer::tokenizer::Tokenizer;
 use swerve_trainer::train::RunOutput;
-use swerve_trainer::train::data::{PromptStyle, SftExample};
-use swerve_trainer::train::grpo::{GrpoInputs, GrpoTrainer};
-use swerve_trainer::train::metrics_log::{self, ReportTo, StepMetrics};
+use swerve_trainer::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use swerve_trainer::train::rewards::{FnExecutor, FnRewards};
-use swerve_trainer::train::sft::{SftConfig, SftTrainer};
+use swerve_trainer::train::sft_loop::{SftConfig, SftTrainer};
 use swerve_trainer::train::state;
 
 fn fixture() -> PathBuf {

@@ -1,30 +1,21 @@
-//! Training: supervised warm-up ([`sft`]) and GRPO ([`grpo`]) of a [`crate::model::CausalLm`].
+//! The training loops: supervised warm-up ([`sft_loop`]) and GRPO ([`grpo_loop`]) of a
+//! [`crate::model::CausalLm`].
 //!
-//! The flow of a GRPO run: [`data`] reads tasks and renders prompts ([`crate::prompt`]);
-//! [`grpo`] samples completions ([`crate::generate`]), scores them with [`rewards`] (swerve's
+//! The flow of a GRPO run: [`crate::data`] reads tasks and renders prompts ([`crate::prompt`]);
+//! [`grpo_loop`] samples completions ([`crate::generate`]), scores them with [`rewards`] (swerve's
 //! reward plugins through `swerve-host`, optionally after an [`rewards::Executor`] ran each
 //! patch), computes advantages and the loss with the exact rules of [`crate::grpo`], evaluated
-//! on dfdx tensors by [`objective`] over batches packed by [`batch`], and steps AdamW along a
-//! [`schedule`]. Every step appends its metrics to a [`metrics_log`] (and a [`tensorboard`] event
-//! file); [`state`] writes resumable checkpoints; [`plot`] draws the curves; [`patch`] turns completions into SWE-bench
-//! predictions; [`demo`] runs the whole pipeline on the bundled dataset.
+//! on dfdx tensors by [`grpo_objective`] over batches packed by [`batch`], and steps AdamW along
+//! a [`schedule`]. Every step appends its metrics to the run's [`crate::report`]; [`state`]
+//! writes resumable checkpoints.
 
 pub mod batch;
-pub mod commands;
-pub mod data;
-pub mod demo;
-pub mod grpo;
-pub mod metrics_log;
-pub mod objective;
-pub mod patch;
-pub mod plot;
-pub mod predict;
-pub mod retrieval;
+pub mod grpo_loop;
+pub mod grpo_objective;
 pub mod rewards;
 pub mod schedule;
-pub mod sft;
+pub mod sft_loop;
 pub mod state;
-pub mod tensorboard;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +24,7 @@ use dfdx::prelude::Device;
 
 use crate::error::Result;
 use crate::model::{AdamW, CausalLm};
-use metrics_log::{MetricsLog, ReportTo};
+use crate::report::metrics_log::{MetricsLog, ReportTo};
 use state::RunState;
 
 /// Where a run writes: its metrics file and its checkpoints.

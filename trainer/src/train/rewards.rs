@@ -122,7 +122,7 @@ impl RewardFunctions for FnRewards {
 /// harness) so that execution-aware reward plugins see `Sample.execution`.
 ///
 /// The trainer submits each completion as soon as the model has finished it, after turning its
-/// SEARCH/REPLACE edits into a unified diff ([`super::patch::completion_patch`]; an empty patch
+/// SEARCH/REPLACE edits into a unified diff ([`crate::predict::patch::completion_patch`]; an empty patch
 /// when the completion has none), and waits for every result only before scoring, so that
 /// sandboxes run while the rest of the batch is still being generated. Failures of the
 /// infrastructure belong in [`Execution::infra_error`], not in an `Err`: the sample is still
@@ -184,8 +184,8 @@ impl SlurmExecutor {
     /// Checks Slurm and the dataset; the tasks run `slurm.command` (a binary's `execute-task`
     /// subcommand).
     pub fn start(
-        spec: &super::commands::ExecuteSpec,
-        slurm: &super::commands::SlurmSpec,
+        spec: &crate::commands::ExecuteSpec,
+        slurm: &crate::commands::SlurmSpec,
         source: &swerve_harness::run::source::DatasetSource,
     ) -> std::result::Result<Box<dyn Executor>, Box<dyn std::error::Error + Send + Sync>> {
         if source.rows.is_empty() {

@@ -1,6 +1,6 @@
 //! The GRPO training loop, as TRL's `GRPOTrainer` runs it: sample G completions per prompt with the policy, score
 //! them with the reward functions, turn rewards into group advantages, and update the policy
-//! with the clipped, optionally KL-penalised objective of [`super::objective`], normalised by
+//! with the clipped, optionally KL-penalised objective of [`crate::train::grpo_objective`], normalised by
 //! the configured `loss_type`.
 //!
 //! The loop follows TRL's schedule of micro-steps. A generation batch of
@@ -26,15 +26,7 @@ use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 use swerve_host::{Execution, Sample};
 
-use super::batch::{Packed, pack};
-use super::data::Prompter;
-use super::metrics_log::StepMetrics;
-use super::objective::{MicroBatch, ObjectiveSums, grpo_loss};
-use super::patch::completion_patch;
-use super::rewards::{Executor, PendingExecution, RewardFunctions};
-use super::schedule::Schedule;
-use super::state::RunState;
-use super::{MetricsAccumulator, RunOutput, derive_seed};
+use crate::data::Prompter;
 use crate::error::{Error, Result};
 use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
 use crate::grpo::advantages::TRL_STD_EPS;
@@ -43,7 +35,15 @@ use crate::grpo::loss::ObjectiveParams;
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
 use crate::grpo::{GroupStats, GrpoConfig, GrpoError, Normalisation, rewards};
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
+use crate::predict::patch::completion_patch;
+use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
+use crate::train::batch::{Packed, pack};
+use crate::train::grpo_objective::{MicroBatch, ObjectiveSums, grpo_loss};
+use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
+use crate::train::schedule::Schedule;
+use crate::train::state::RunState;
+use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 use swerve_swebench::Instance;
 
 /// Seed streams: each kind of random choice has its own generator.

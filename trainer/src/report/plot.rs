@@ -14,13 +14,29 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::metrics_log::StepMetrics;
 use crate::error::{Error, Result};
+use crate::report::metrics_log::StepMetrics;
 
 /// Plot size in pixels.
 pub const SIZE: (u32, u32) = (800, 480);
 
 /// The embedded font (DejaVu Sans 2.37).
+/// The metrics plotted after a GRPO run.
+pub const GRPO_PLOTS: [&str; 9] = [
+    "reward",
+    "reward_std",
+    "frac_reward_zero_std",
+    "completions/mean_length",
+    "completions/clipped_ratio",
+    "entropy",
+    "kl",
+    "loss",
+    "grad_norm",
+];
+
+/// The metrics plotted after an SFT run.
+pub const SFT_PLOTS: [&str; 3] = ["loss", "entropy", "grad_norm"];
+
 const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
 /// The family name the embedded font is registered under; `plotters` asks for it by this name.

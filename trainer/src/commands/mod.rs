@@ -1,6 +1,11 @@
-//! The library side of `trainer sft`, `trainer grpo` and `trainer predict`: each takes already
-//! parsed, typed arguments, loads what they name, runs, and writes its outputs, so that the
-//! binary only parses flags and draws progress.
+//! The library side of the `trainer` subcommands: each takes already parsed, typed arguments,
+//! loads what they name, runs, and writes its outputs, so that the binary only parses flags and
+//! draws progress. `sft`, `grpo` and `predict` are here; [`demo`] is the bundled end-to-end run,
+//! [`loss`] the worked-case evaluation and [`tokenizer`] the bundled tokenizer's training.
+
+pub mod demo;
+pub mod loss;
+pub mod tokenizer;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,20 +16,21 @@ use dfdx::prelude::Cpu;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
 use swerve_host::{HostConfig, PluginSpec};
 
-use super::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
-use super::grpo::{GrpoInputs, GrpoTrainer};
-use super::metrics_log::{self, ReportTo, StepMetrics};
-use super::predict::{PredictSettings, predict};
-use super::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
-use super::rewards::{Executor, PluginRewards};
-use super::sft::{SftConfig, SftTrainer};
-use super::state::{self, RunState};
-use super::{RunOutput, demo, plot};
+use crate::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
 use crate::model::CausalLm;
+use crate::predict::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
+use crate::predict::{PredictSettings, predict};
+use crate::report::metrics_log::{self, ReportTo, StepMetrics};
+use crate::report::plot;
 use crate::tokenizer::Tokenizer;
+use crate::train::RunOutput;
+use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
+use crate::train::rewards::{Executor, PluginRewards};
+use crate::train::sft_loop::{SftConfig, SftTrainer};
+use crate::train::state::{self, RunState};
 use swerve_swebench::{Instance, Prediction};
 
 /// A settings file plus `KEY=VALUE` overrides (TOML values; a value that is not valid TOML is
@@ -119,7 +125,7 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
         swerve_harness::run::source::resolve(&spec.dataset.to_string_lossy(), "test", None)
             .map_err(|e| fail(e.into()))?;
     if let Some(slurm) = &spec.slurm {
-        return super::rewards::SlurmExecutor::start(spec, slurm, &source).map_err(fail);
+        return crate::train::rewards::SlurmExecutor::start(spec, slurm, &source).map_err(fail);
     }
     let host = Host::new(plugin_host_config()).map_err(Error::Reward)?;
     let evaluator = host
@@ -240,7 +246,7 @@ pub fn run_grpo(
     let history = metrics_log::read(output.metrics.path())?;
     plot::plot_metrics(
         &history,
-        &demo::GRPO_PLOTS,
+        &plot::GRPO_PLOTS,
         &cmd.output.dir.join("plots"),
         &format!("grpo run {}", cmd.output.run_name()),
     )?;
@@ -299,7 +305,7 @@ pub fn run_sft(
     let history = metrics_log::read(output.metrics.path())?;
     plot::plot_metrics(
         &history,
-        &demo::SFT_PLOTS,
+        &plot::SFT_PLOTS,
         &cmd.output.dir.join("plots"),
         &format!("sft run {}", cmd.output.run_name()),
     )?;
@@ -381,7 +387,7 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
     let mut tasks = read_tasks(&cmd.dataset)?;
     let sampling = SamplingConfig {
         eos_token_ids: model.config.eos_token_ids.clone(),
-        pad_token_id: super::grpo::pad_token(&model),
+        pad_token_id: crate::train::grpo_loop::pad_token(&model),
         ..cmd.sampling.clone()
     };
     let model_name = cmd.model.display().to_string();
@@ -408,7 +414,7 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
         let mut reports = Vec::new();
         for task in &mut tasks {
             let localize = localizer.as_mut().map(|l| l as &mut dyn Localize);
-            let report = super::retrieval::fill_context(task, &settings, localize)?;
+            let report = crate::predict::retrieval::fill_context(task, &settings, localize)?;
             if let Some(error) = &report.error {
                 eprintln!(
                     "{}: {error}; predicted with an empty patch",
@@ -422,7 +428,7 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
         }
         let path = retrieval_report_path(&cmd.output);
         write_file(&path, &lines)?;
-        eprintln!("{}", super::retrieval::summary(&reports, budget));
+        eprintln!("{}", crate::predict::retrieval::summary(&reports, budget));
     }
     let order: Vec<String> = tasks.iter().map(|t| t.instance_id.clone()).collect();
     let (to_generate, skipped): (Vec<Instance>, Vec<Instance>) = tasks

@@ -1,13 +1,19 @@
 //! SWE-bench predictions from a model: one completion per task (prompted as in training),
-//! turned into a unified diff ([`super::patch::completion_patch`]).
+//! turned into a unified diff ([`patch::completion_patch`]). Rows without a code context get one
+//! from their repository first ([`retrieval`]: files ranked by [`ranking`], added within the
+//! prompt's token budget).
+
+pub mod patch;
+pub mod ranking;
+pub mod retrieval;
 
 use crate::model::Kernels;
 
-use super::data::Prompter;
-use super::patch::completion_patch;
+use crate::data::Prompter;
 use crate::error::Result;
 use crate::generate::{SamplingConfig, generate};
 use crate::model::CausalLm;
+use crate::predict::patch::completion_patch;
 use crate::tokenizer::Tokenizer;
 use swerve_swebench::Instance;
 use swerve_swebench::Prediction;

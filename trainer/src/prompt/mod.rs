@@ -6,7 +6,7 @@
 //! separated by a blank line, all inside one fenced block.
 //!
 //! Four renderings: [`PromptFormat::Template`] for chat-tuned models, through the checkpoint's own
-//! Hugging Face chat template ([`crate::chat_template`]: the instructions as the system turn, the
+//! Hugging Face chat template ([`chat_template`]: the instructions as the system turn, the
 //! task as the user turn, an open assistant turn after them, as `transformers` renders it);
 //! [`PromptFormat::ChatMl`], Qwen2's `<|im_start|>` turns written out by swerve, for checkpoints
 //! without a template; [`PromptFormat::Plain`], the same instructions as plain text for models
@@ -20,10 +20,12 @@
 //! [`focus`] shortens the files to the regions an oracle change touches, for short CPU training
 //! sequences; it uses the answer, so it is for warm-up and demonstrations, not for evaluation.
 
+pub mod chat_template;
+
 use std::collections::BTreeMap;
 
-use crate::chat_template::{ChatMessage, ChatTemplate};
 use crate::error::{Error, Result};
+use crate::prompt::chat_template::{ChatMessage, ChatTemplate};
 
 /// What the prompt tells the model to do and how to lay out its answer.
 pub const INSTRUCTIONS: &str = "\

@@ -7,7 +7,7 @@
 //!    run config's `[model]` keys laid over it, random weights from the seed.
 //! 3. Data: each task's issue title and its changed regions ± `focus_lines` lines
 //!    ([`crate::prompt::focus`]), prompted with [`PromptFormat::Bare`]; gold completions
-//!    rendered as SEARCH/REPLACE blocks ([`super::data::gold_completion`]).
+//!    rendered as SEARCH/REPLACE blocks ([`crate::data::gold_completion`]).
 //! 4. SFT (`[sft]`) on the gold completions, then GRPO (`[grpo]`) with the `swe-rl` reward
 //!    plugin (or the plugins given); with `[demo] execute = true` every completion also runs in
 //!    the Docker sandbox first and the `tests-fixed` execution reward joins in.
@@ -23,42 +23,27 @@ use std::time::Instant;
 use dfdx::prelude::Cpu;
 use serde::{Deserialize, Serialize};
 
-use super::data::{PromptStyle, Prompter, gold_examples, read_tasks};
-use super::grpo::{GrpoInputs, GrpoTrainer};
-use super::metrics_log::{self, ReportTo, StepMetrics};
-use super::predict::{PredictSettings, predict};
-use super::rewards::{Executor, RewardFunctions};
-use super::sft::{SftConfig, SftTrainer};
-use super::state::RunState;
-use super::{RunOutput, plot};
 use crate::checkpoint;
+use crate::data::{PromptStyle, Prompter, gold_examples, read_tasks};
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, ModelConfig, ModelParams};
+use crate::predict::{PredictSettings, predict};
 use crate::prompt::PromptFormat;
+use crate::report::metrics_log::{self, ReportTo, StepMetrics};
+use crate::report::plot;
 use crate::tokenizer::Tokenizer;
+use crate::train::RunOutput;
+use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
+use crate::train::rewards::{Executor, RewardFunctions};
+use crate::train::sft_loop::{SftConfig, SftTrainer};
+use crate::train::state::RunState;
 use swerve_swebench::Instance;
 
 /// `model_name_or_path` of the demo's predictions (`harness run` names its run report
 /// `swerve-mini-tiny.<run id>.json` after it).
 pub const PREDICTIONS_MODEL_NAME: &str = "swerve-mini-tiny";
-
-/// The metrics plotted after a GRPO run.
-pub const GRPO_PLOTS: [&str; 9] = [
-    "reward",
-    "reward_std",
-    "frac_reward_zero_std",
-    "completions/mean_length",
-    "completions/clipped_ratio",
-    "entropy",
-    "kl",
-    "loss",
-    "grad_norm",
-];
-
-/// The metrics plotted after an SFT run.
-pub const SFT_PLOTS: [&str; 3] = ["loss", "entropy", "grad_norm"];
 
 /// The bundled run's settings (`trainer/configs/swerve-mini-tiny.toml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -231,7 +216,7 @@ pub fn run(
     let sft_history = metrics_log::read(output.metrics.path())?;
     plot::plot_metrics(
         &sft_history,
-        &SFT_PLOTS,
+        &plot::SFT_PLOTS,
         &sft_dir.join("plots"),
         &format!("sft run {}", sft_dir.display()),
     )?;
@@ -266,7 +251,7 @@ pub fn run(
     let history = metrics_log::read(output.metrics.path())?;
     plot::plot_metrics(
         &history,
-        &GRPO_PLOTS,
+        &plot::GRPO_PLOTS,
         &grpo_dir.join("plots"),
         &format!("grpo run {}", grpo_dir.display()),
     )?;
@@ -279,7 +264,7 @@ pub fn run(
         temperature: 0.0,
         max_new_tokens: config.demo.predict_max_new_tokens,
         eos_token_ids: model.config.eos_token_ids.clone(),
-        pad_token_id: super::grpo::pad_token(&model),
+        pad_token_id: crate::train::grpo_loop::pad_token(&model),
         ..SamplingConfig::default()
     };
     let predicted = predict(
@@ -361,8 +346,8 @@ fn tokenizer_file(paths: &DemoPaths) -> Result<PathBuf> {
         return Err(Error::io(&asset, std::io::ErrorKind::NotFound.into()));
     };
     let out = paths.out.join("tokenizer").join("tokenizer.json");
-    let spec = crate::cli::tokenizer::TokenizerSpec::bundled(root);
-    crate::cli::tokenizer::run(&spec, &out).map_err(|e| Error::TokenizerTrain {
+    let spec = crate::commands::tokenizer::TokenizerSpec::bundled(root);
+    crate::commands::tokenizer::run(&spec, &out).map_err(|e| Error::TokenizerTrain {
         path: out.clone(),
         source: e.into(),
     })?;

@@ -14,16 +14,16 @@ use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
 
-use super::batch::pack;
-use super::data::SftExample;
-use super::metrics_log::StepMetrics;
-use super::schedule::Schedule;
-use super::state::RunState;
-use super::{MetricsAccumulator, RunOutput, derive_seed};
+use crate::data::SftExample;
 use crate::error::{Error, Result};
 use crate::grpo::config::LrSchedulerType;
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
+use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
+use crate::train::batch::pack;
+use crate::train::schedule::Schedule;
+use crate::train::state::RunState;
+use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 
 const STREAM_ORDER: u64 = 11;
 
@@ -225,7 +225,7 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             state.total_steps as usize,
         );
         Ok(Self {
-            pad: super::grpo::pad_token(&model),
+            pad: crate::train::grpo_loop::pad_token(&model),
             config,
             examples,
             model,
@@ -355,8 +355,8 @@ mod tests {
     use swerve_swebench::Instance;
 
     use super::*;
+    use crate::data::{PromptStyle, Prompter, gold_examples};
     use crate::prompt::PromptFormat;
-    use crate::train::data::{PromptStyle, Prompter, gold_examples};
 
     const BOS: u32 = 3;
 

@@ -18,8 +18,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::metrics_log::StepMetrics;
 use crate::error::{Error, Result};
+use crate::report::metrics_log::StepMetrics;
 
 /// The prefix of every event file name.
 pub const FILE_PREFIX: &str = "events.out.tfevents.";

@@ -1,7 +1,7 @@
 //! `trainer predict` on rows that carry no `code_context` (SWE-bench rows): each row's
 //! repository is read at its base commit from a bare mirror (`<repos>/<owner>/<name>.git`, the
 //! layout `curate` reads, through [`swerve_mirror::Mirror`]), its files are ranked by a retriever
-//! ([`crate::retrieve`]), and files are added in rank order while the rendered prompt stays
+//! ([`crate::predict::ranking`]), and files are added in rank order while the rendered prompt stays
 //! within the token budget, counted with the model's own tokenizer.
 //!
 //! The `model` retriever localises, then repairs: the model sees the issue and the paths of the
@@ -22,11 +22,11 @@ use serde::Serialize;
 use swerve_mirror::{Mirror, is_binary};
 use swerve_swebench::Instance;
 
-use super::data::Prompter;
+use crate::data::Prompter;
 use crate::error::{Error, Result};
 use crate::generate::{SamplingConfig, generate};
 use crate::model::{CausalLm, Kernels};
-use crate::retrieve::{Bm25, named_files, oracle_files, recall_at};
+use crate::predict::ranking::{Bm25, named_files, oracle_files, recall_at};
 use crate::tokenizer::Tokenizer;
 
 /// Files larger than this are not shown (generated data, vendored bundles).

@@ -45,7 +45,7 @@ pub fn files_diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::data::gold_completion;
+    use crate::data::gold_completion;
 
     fn task() -> Instance {
         let old: String = (1..=8).map(|i| format!("x{i} = {i}\n")).collect();

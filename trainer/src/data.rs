@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use swerve_swebench::Instance;
 
-use crate::chat_template::{CONFIG_FILE, ChatTemplate};
 use crate::error::{Error, Result};
+use crate::prompt::chat_template::{CONFIG_FILE, ChatTemplate};
 use crate::prompt::{self, PromptFormat, Task};
 
 /// Reads task rows: a `.jsonl`, `.json` or `.parquet` file of SWE-bench-style rows
