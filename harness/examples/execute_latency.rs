@@ -38,7 +38,7 @@ fn main() -> anyhow::Result<()> {
         .collect();
     let host = swerve_host::Host::new(swerve_host::HostConfig::default())?;
     let evaluator = host.load_evaluator(
-        &swerve_host::bundled::expect("swebench-parsers"),
+        &swerve_host::bundled::require("swebench-parsers").unwrap(),
         &Default::default(),
     )?;
     let work = tempfile::tempdir()?;

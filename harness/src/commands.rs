@@ -239,9 +239,10 @@ fn evaluator(
     path: Option<&PathBuf>,
     cache: &CacheArgs,
 ) -> anyhow::Result<swerve_host::EvaluatorPlugin> {
-    let path = path
-        .cloned()
-        .unwrap_or_else(|| swerve_host::bundled::expect("swebench-parsers"));
+    let path = match path {
+        Some(path) => path.clone(),
+        None => swerve_host::bundled::require("swebench-parsers")?,
+    };
     crate::host(cache)?
         .load_evaluator(&path, &Default::default())
         .with_context(|| format!("cannot load the log parser {}", path.display()))

@@ -186,7 +186,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Dataset(commands::DatasetCommand::Export(args)) => commands::dataset_export(args),
         Command::ExecuteTask { args, cache } => {
             let evaluator = host(&cache)?.load_evaluator(
-                &swerve_host::bundled::expect("swebench-parsers"),
+                &swerve_host::bundled::require("swebench-parsers")?,
                 &Default::default(),
             )?;
             let config = swerve_harness::run::execute::ExecuteConfig {

@@ -34,7 +34,7 @@ fn passed(outcomes: &[swerve_host::TestOutcome]) -> usize {
 fn reward(execution: &Execution, host: &Host) -> Option<f64> {
     let plugin = host
         .load_reward(
-            &swerve_host::bundled::expect("tests-fixed"),
+            &swerve_host::bundled::require("tests-fixed").unwrap(),
             &BudgetOverrides::default(),
         )
         .expect("tests-fixed plugin");
@@ -62,7 +62,7 @@ fn gold_and_partial_patches_are_executed_and_rewarded() {
     let host = Host::new(HostConfig::default()).expect("host");
     let evaluator = host
         .load_evaluator(
-            &swerve_host::bundled::expect("swebench-parsers"),
+            &swerve_host::bundled::require("swebench-parsers").unwrap(),
             &BudgetOverrides::default(),
         )
         .expect("evaluator");

@@ -394,7 +394,7 @@ fn executions_on_the_cluster_match_local_ones() {
     let host = swerve_host::Host::new(swerve_host::HostConfig::default()).unwrap();
     let evaluator = host
         .load_evaluator(
-            &swerve_host::bundled::expect("swebench-parsers"),
+            &swerve_host::bundled::require("swebench-parsers").unwrap(),
             &Default::default(),
         )
         .unwrap();

@@ -42,16 +42,13 @@ pub fn path(name: &str) -> Result<Option<PathBuf>, HostError> {
     Ok(Some(dir.join(file)))
 }
 
-/// The bundled plugin `name`'s file, for tests and tools that know it was built.
-///
-/// # Panics
-/// When there is no such bundled plugin or it cannot be written to the cache folder.
-pub fn expect(name: &str) -> PathBuf {
-    match path(name) {
-        Ok(Some(file)) => file,
-        Ok(None) => panic!("`{name}` is not a bundled plugin of this build"),
-        Err(e) => panic!("cannot write the bundled plugin `{name}`: {e}"),
-    }
+/// The bundled plugin `name`'s file, for callers that need it (the `swebench-parsers` log
+/// parser of every evaluation): [`path`], with a missing plugin an error that names it.
+pub fn require(name: &str) -> Result<PathBuf, HostError> {
+    path(name)?.ok_or_else(|| HostError::NotBundled {
+        name: name.to_owned(),
+        in_dir: std::env::var_os(PLUGIN_DIR_ENV).map(PathBuf::from),
+    })
 }
 
 /// Resolves a plugin argument: an existing file is taken as it is; otherwise the bundled plugin
@@ -70,12 +67,12 @@ mod tests {
 
     #[test]
     fn bundled_plugins_are_written_once_and_resolved_by_name() {
-        let file = expect("swe-rl");
+        let file = require("swe-rl").unwrap();
         assert!(file.starts_with(cache_root()), "{}", file.display());
         let bytes = fs_err::read(&file).unwrap();
         assert_eq!(bytes, swerve_plugins::embedded("swe-rl").unwrap().bytes);
         let modified = fs_err::metadata(&file).unwrap().modified().unwrap();
-        assert_eq!(expect("swe-rl"), file);
+        assert_eq!(require("swe-rl").unwrap(), file);
         assert_eq!(
             fs_err::metadata(&file).unwrap().modified().unwrap(),
             modified,
@@ -88,6 +85,11 @@ mod tests {
             "a path is taken as it is"
         );
         assert_eq!(resolve("no-such-plugin").unwrap(), None);
+        let err = require("no-such-plugin").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`no-such-plugin` is not a bundled plugin of this build"
+        );
         assert!(names().any(|n| n == "python-keywords"));
     }
 }

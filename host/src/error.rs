@@ -43,6 +43,14 @@ pub enum HostError {
         #[source]
         source: std::io::Error,
     },
+    /// A bundled plugin this build does not carry (or that `$SWERVE_PLUGIN_DIR` lacks).
+    #[error("`{name}` is not a bundled plugin of this build{}", in_dir.as_ref().map(|d| format!(" (looked in {} from SWERVE_PLUGIN_DIR)", d.display())).unwrap_or_default())]
+    NotBundled {
+        /// The plugin's name.
+        name: String,
+        /// The folder `$SWERVE_PLUGIN_DIR` named, when set.
+        in_dir: Option<PathBuf>,
+    },
     /// A plugin call failed before the plugin ran (instantiation, host-side wiring).
     #[error("cannot instantiate plugin {plugin}: {reason}")]
     Instantiate {

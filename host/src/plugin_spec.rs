@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(spec.budgets.fuel, Some(1_000_000_000));
         assert_eq!(spec.budgets.memory_bytes, Some(64 << 20));
         assert_eq!(spec.budgets.wall_clock, Some(Duration::from_secs(2)));
-        assert_eq!(spec.path, bundled::expect("swe-rl"));
+        assert_eq!(spec.path, bundled::require("swe-rl").unwrap());
         let spec: PluginSpec = "format".parse().unwrap();
         assert_eq!(spec.weight, 1.0);
         assert!(matches!(

@@ -58,7 +58,10 @@ fn wall_clock_backstop_stops_a_loop_that_has_fuel_left() {
         ..BudgetOverrides::default()
     };
     let plugin = host
-        .load_reward(&swerve_host::bundled::expect("hostile"), &overrides)
+        .load_reward(
+            &swerve_host::bundled::require("hostile").unwrap(),
+            &overrides,
+        )
         .unwrap();
     let started = Instant::now();
     let out = plugin.score(&[sample("loop", Some("loop"))], Isolation::Strict);

@@ -19,7 +19,7 @@ fn invalid_reason(result: Result<impl Sized, HostError>) -> String {
 #[test]
 fn refuses_imports_the_host_does_not_grant() {
     let r = invalid_reason(host().load_reward(
-        &swerve_host::bundled::expect("hostile-imports"),
+        &swerve_host::bundled::require("hostile-imports").unwrap(),
         &BudgetOverrides::default(),
     ));
     assert!(r.contains("evil:exfil/net"), "{r}");
@@ -62,12 +62,12 @@ fn a_missing_file_names_the_path() {
 #[test]
 fn refuses_a_plugin_of_the_other_world() {
     let r = invalid_reason(host().load_evaluator(
-        &swerve_host::bundled::expect("rust-length"),
+        &swerve_host::bundled::require("rust-length").unwrap(),
         &BudgetOverrides::default(),
     ));
     assert!(r.contains("targets the `reward` world"), "{r}");
     let r = invalid_reason(host().load_reward(
-        &swerve_host::bundled::expect("swebench-parsers"),
+        &swerve_host::bundled::require("swebench-parsers").unwrap(),
         &BudgetOverrides::default(),
     ));
     assert!(r.contains("targets the `evaluator` world"), "{r}");
@@ -77,7 +77,7 @@ fn refuses_a_plugin_of_the_other_world() {
 fn inspect_reports_world_info_imports_and_budgets() {
     let report = host()
         .inspect(
-            &swerve_host::bundled::expect("rust-length"),
+            &swerve_host::bundled::require("rust-length").unwrap(),
             &BudgetOverrides::default(),
         )
         .unwrap();
@@ -108,7 +108,7 @@ fn precompile_cache_is_written_once_reused_and_checked() {
         cache_dir: Some(dir.path().to_owned()),
         ..HostConfig::default()
     };
-    let plugin = swerve_host::bundled::expect("rust-length");
+    let plugin = swerve_host::bundled::require("rust-length").unwrap();
     let t = Instant::now();
     Host::new(config())
         .unwrap()

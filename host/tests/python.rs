@@ -24,7 +24,7 @@ fn sample(id: &str, completion: &str, changed: &[&str]) -> Sample {
 
 #[test]
 fn python_plugin_scores_with_none_semantics() {
-    let path = swerve_host::bundled::expect("python-keywords");
+    let path = swerve_host::bundled::require("python-keywords").unwrap();
     assert!(
         path.is_file(),
         "{} was not built: install componentize-py (pip install componentize-py==0.25.1) and rebuild",

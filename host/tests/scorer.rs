@@ -12,7 +12,7 @@ fn combines_weighted_plugins_in_input_order_with_fallbacks() {
     let host = Host::new(HostConfig::default()).unwrap();
     let load = |name: &str| {
         host.load_reward(
-            &swerve_host::bundled::expect(name),
+            &swerve_host::bundled::require(name).unwrap(),
             &BudgetOverrides {
                 fuel: Some(50_000_000),
                 ..Default::default()

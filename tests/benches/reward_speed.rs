@@ -67,7 +67,7 @@ fn main() {
     let host = Host::new(HostConfig::default()).expect("host");
     let swe_rl = host
         .load_reward(
-            &swerve_host::bundled::expect("swe-rl"),
+            &swerve_host::bundled::require("swe-rl").unwrap(),
             &BudgetOverrides::default(),
         )
         .expect("swe-rl plugin");
@@ -145,7 +145,7 @@ fn dev_vector_set(host: &Host, swe_rl: &RewardPlugin) {
 
     let trivial = host
         .load_reward(
-            &swerve_host::bundled::expect("rust-length"),
+            &swerve_host::bundled::require("rust-length").unwrap(),
             &BudgetOverrides::default(),
         )
         .expect("rust-length");

@@ -24,7 +24,7 @@ fn swe_rl_plugin_reproduces_every_development_vector() {
     let host = Host::new(HostConfig::default()).unwrap();
     let plugin = host
         .load_reward(
-            &swerve_host::bundled::expect("swe-rl"),
+            &swerve_host::bundled::require("swe-rl").unwrap(),
             &BudgetOverrides::default(),
         )
         .unwrap();
@@ -67,7 +67,7 @@ fn format_plugin_is_minus_one_exactly_for_format_errors() {
     let host = Host::new(HostConfig::default()).unwrap();
     let plugin = host
         .load_reward(
-            &swerve_host::bundled::expect("format"),
+            &swerve_host::bundled::require("format").unwrap(),
             &BudgetOverrides::default(),
         )
         .unwrap();

@@ -24,6 +24,24 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A model's `config.json` that is not a supported model (the field error inside).
+    #[error("model config {}", path.display())]
+    ModelConfig {
+        /// The `config.json`.
+        path: PathBuf,
+        /// Which field is wrong, and why.
+        #[source]
+        source: Box<Error>,
+    },
+    /// A `--model` (or checkpoint) path that is not a folder.
+    #[error(
+        "no model folder {}: a model folder holds config.json, model.safetensors (or a sharded index) and tokenizer.json",
+        path.display()
+    )]
+    ModelDir {
+        /// The path given.
+        path: PathBuf,
+    },
     /// A field of a Hugging Face `config.json` is missing, has the wrong type or an unsupported
     /// value.
     #[error("config field `{field}`: {reason}")]
@@ -176,14 +194,24 @@ pub enum Error {
         #[source]
         source: crate::grpo::GrpoError,
     },
-    /// A settings file is not valid TOML.
-    #[error("cannot parse the settings in {}", path.display())]
+    /// A settings file is not valid TOML, or not valid settings (an unknown key, a value of the
+    /// wrong type): the cause points at the file's own line and column.
+    #[error("cannot read the settings in {}", path.display())]
     Settings {
         /// The file.
         path: PathBuf,
         /// The parser's error, with the line and column.
         #[source]
-        source: Box<toml::de::Error>,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A `--set KEY=VALUE` override that is not a valid setting.
+    #[error("--set {item}")]
+    Override {
+        /// The override as given.
+        item: String,
+        /// Why it is not valid.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A training run was asked for something it cannot do (settings, resume state, shapes).
     #[error("training: {reason}")]
@@ -203,6 +231,10 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The run was interrupted (Ctrl-C, SIGTERM) while a batch of executions ran on a cluster:
+    /// its job array was cancelled.
+    #[error("interrupted while executing completions")]
+    Interrupted(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A checkpoint's chat template (`tokenizer_config.json` or `chat_template.jinja`) is
     /// malformed, does not compile or failed to render (`raise_exception` in the template), or
     /// the checkpoint has none although the `template` prompt format needs one.

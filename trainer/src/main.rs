@@ -87,7 +87,15 @@ struct GenerateArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     cli.verbosity.init_logging();
-    swerve_cli::finish(run(cli), |_| None)
+    swerve_cli::finish(run(cli), |error| {
+        error.chain().find_map(|cause| {
+            matches!(
+                cause.downcast_ref(),
+                Some(swerve_trainer::error::Error::Interrupted(_))
+            )
+            .then_some(Exit::Interrupted)
+        })
+    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
@@ -126,7 +134,7 @@ fn generate_on<D: swerve_trainer::model::Kernels<f32>>(
     args: &GenerateArgs,
     dev: &D,
 ) -> anyhow::Result<()> {
-    let tokenizer_path = args.model.join("tokenizer.json");
+    let tokenizer_path = swerve_trainer::commands::model_dir(&args.model)?.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let model = CausalLm::<f32, D>::load(&args.model, dev)
         .with_context(|| format!("cannot load model from {}", args.model.display()))?;

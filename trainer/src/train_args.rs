@@ -327,7 +327,7 @@ fn execute_spec(args: &GrpoArgs) -> anyhow::Result<ExecuteSpec> {
 pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()> {
     let host = swerve_host::Host::new(commands::plugin_host_config())?;
     let evaluator = host.load_evaluator(
-        &swerve_host::bundled::expect("swebench-parsers"),
+        &swerve_host::bundled::require("swebench-parsers")?,
         &Default::default(),
     )?;
     let config = swerve_harness::run::execute::ExecuteConfig {

@@ -169,7 +169,7 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
     let host = swerve_host::Host::new(swerve_host::HostConfig::default()).unwrap();
     let evaluator = host
         .load_evaluator(
-            &swerve_host::bundled::expect("swebench-parsers"),
+            &swerve_host::bundled::require("swebench-parsers").unwrap(),
             &Default::default(),
         )
         .unwrap();

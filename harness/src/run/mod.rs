@@ -79,8 +79,8 @@ pub enum RunError {
     /// The predictions do not fit the dataset.
     #[error(transparent)]
     Predictions(#[from] PredictionsError),
-    /// Docker could not be reached or swept.
-    #[error("sandbox")]
+    /// Docker could not be reached or swept (the sandbox's error names the operation).
+    #[error(transparent)]
     Sandbox(#[from] swerve_sandbox::Error),
     /// The base image could not be made.
     #[error(transparent)]
@@ -222,18 +222,39 @@ fn write_run_json(config: &RunConfig, split: &str) -> Result<(), RunError> {
     )
 }
 
-/// Records an instance that could not even start (image or script missing).
+/// Records an instance that could not even start (image or script missing). An earlier
+/// `report.json` goes first, so that it is never reused for this attempt; a file that cannot be
+/// removed or written is logged as an error (the instance is an infrastructure error anyway).
 fn record_failure(
     dir: &Path,
     instance_id: &str,
     outcome: OutcomeKind,
     error: String,
 ) -> InstanceResult {
-    let _ = fs_err::create_dir_all(dir);
-    if let Ok(log) = instance_log::InstanceLog::create(&dir.join("run_instance.log"), instance_id) {
-        log.error(&format!("Error in evaluation for {instance_id}: {error}"));
-    }
-    let _ = fs_err::remove_file(dir.join("report.json"));
+    let logged = |what: &str, result: std::io::Result<()>| {
+        if let Err(e) = result {
+            tracing::error!(instance = instance_id, "cannot {what}: {e}");
+        }
+    };
+    logged(
+        "remove the earlier report.json",
+        fs_err::remove_file(dir.join("report.json")).or_else(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        }),
+    );
+    logged(
+        "create the instance's log folder",
+        fs_err::create_dir_all(dir),
+    );
+    logged(
+        "write run_instance.log",
+        instance_log::InstanceLog::create(&dir.join("run_instance.log"), instance_id)
+            .map(|log| log.error(&format!("Error in evaluation for {instance_id}: {error}"))),
+    );
     let meta = InstanceMeta {
         cache_key: String::new(),
         image_id: String::new(),
@@ -246,9 +267,12 @@ fn record_failure(
         overhead_ms: 0,
         tests_ms: 0,
     };
-    let _ = cache::write_atomic(
-        &dir.join(META_FILE),
-        &serde_json::to_string_pretty(&meta).expect("json"),
+    logged(
+        "write swerve.json",
+        cache::write_atomic(
+            &dir.join(META_FILE),
+            &serde_json::to_string_pretty(&meta).expect("json"),
+        ),
     );
     InstanceResult {
         instance_id: instance_id.to_owned(),

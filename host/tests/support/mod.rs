@@ -28,6 +28,9 @@ pub fn hostile(host: &Host) -> RewardPlugin {
         memory_bytes: Some(64 << 20),
         ..BudgetOverrides::default()
     };
-    host.load_reward(&swerve_host::bundled::expect("hostile"), &overrides)
-        .expect("hostile plugin loads")
+    host.load_reward(
+        &swerve_host::bundled::require("hostile").unwrap(),
+        &overrides,
+    )
+    .expect("hostile plugin loads")
 }

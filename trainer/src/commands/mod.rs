@@ -33,42 +33,69 @@ use crate::train::sft_loop::{SftConfig, SftTrainer};
 use crate::train::state::{self, RunState};
 use swerve_swebench::{Instance, Prediction};
 
-/// A settings file plus `KEY=VALUE` overrides (TOML values; a value that is not valid TOML is
-/// taken as a string), merged into one TOML table.
-pub fn settings_table(file: Option<&Path>, overrides: &[String]) -> Result<toml::Table> {
-    let mut table = match file {
-        Some(path) => {
-            let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
-            toml::from_str::<toml::Table>(&text).map_err(|e| Error::Settings {
-                path: path.to_path_buf(),
-                source: Box::new(e),
-            })?
-        }
-        None => toml::Table::new(),
-    };
-    for item in overrides {
-        let (key, value) = item.split_once('=').ok_or_else(|| Error::Training {
-            reason: format!("override `{item}` is not KEY=VALUE"),
-        })?;
-        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
-            .ok()
-            .and_then(|mut t| t.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.to_owned()));
-        table.insert(key.trim().to_owned(), value);
+/// One `KEY=VALUE` override as a TOML table of one key (a value that is not valid TOML is
+/// taken as a string).
+fn override_table(item: &str) -> Result<toml::Table> {
+    let (key, value) = item.split_once('=').ok_or_else(|| Error::Override {
+        item: item.to_owned(),
+        source: "not KEY=VALUE".into(),
+    })?;
+    let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_owned()));
+    Ok(toml::Table::from_iter([(key.trim().to_owned(), value)]))
+}
+
+/// The settings of a TOML file with `--set` overrides, read by `parse` (which does not
+/// validate). The file is read alone first and each override alone, so that an error points at
+/// the file's own line and column or names the override; then the merged settings.
+fn read_settings<T, E>(
+    file: Option<&Path>,
+    overrides: &[String],
+    parse: impl Fn(&str) -> std::result::Result<T, E>,
+) -> Result<T>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut table = toml::Table::new();
+    if let Some(path) = file {
+        let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let settings = |source: Box<dyn std::error::Error + Send + Sync>| Error::Settings {
+            path: path.to_path_buf(),
+            source,
+        };
+        table = toml::from_str(&text).map_err(|e| settings(Box::new(e)))?;
+        parse(&text).map_err(|e| settings(Box::new(e)))?;
     }
-    Ok(table)
+    for item in overrides {
+        let one = override_table(item)?;
+        let text = toml::to_string(&one).expect("tables serialise");
+        parse(&text).map_err(|e| Error::Override {
+            item: item.clone(),
+            source: Box::new(e),
+        })?;
+        table.extend(one);
+    }
+    // Each part reads alone, so together they do (a later key replaces an earlier one).
+    let text = toml::to_string(&table).expect("tables serialise");
+    parse(&text).map_err(|e| Error::Training {
+        reason: format!("the merged settings: {e}"),
+    })
 }
 
-/// The GRPO settings of a TOML file (TRL's names) with `--set` overrides.
+/// The GRPO settings of a TOML file (TRL's names) with `--set` overrides, validated.
 pub fn grpo_config(file: Option<&Path>, overrides: &[String]) -> Result<GrpoConfig> {
-    let text = toml::to_string(&settings_table(file, overrides)?).expect("tables serialise");
-    GrpoConfig::from_toml_str(&text).map_err(Error::GrpoConfig)
+    let config = read_settings(file, overrides, GrpoConfig::parse_toml)?;
+    config.validate().map_err(Error::GrpoConfig)?;
+    Ok(config)
 }
 
-/// The SFT settings of a TOML file with `--set` overrides.
+/// The SFT settings of a TOML file with `--set` overrides, validated.
 pub fn sft_config(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig> {
-    let text = toml::to_string(&settings_table(file, overrides)?).expect("tables serialise");
-    SftConfig::from_toml_str(&text)
+    let config = read_settings(file, overrides, SftConfig::parse_toml)?;
+    config.validate()?;
+    Ok(config)
 }
 
 /// The plugin host's settings: the default budgets and precompile cache.
@@ -130,7 +157,7 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
     let host = Host::new(plugin_host_config()).map_err(Error::Reward)?;
     let evaluator = host
         .load_evaluator(
-            &swerve_host::bundled::expect("swebench-parsers"),
+            &swerve_host::bundled::require("swebench-parsers").map_err(Error::Reward)?,
             &Default::default(),
         )
         .map_err(Error::Reward)?;
@@ -152,6 +179,18 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
         dataset: spec.dataset.clone(),
         source: "this trainer was built without the `execute` feature (no Docker client)".into(),
     })
+}
+
+/// `path` as a model folder: an error naming it when it is not a folder, before any of its files
+/// is looked for.
+pub fn model_dir(path: &Path) -> Result<&Path> {
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err(Error::ModelDir {
+            path: path.to_path_buf(),
+        })
+    }
 }
 
 /// Where a run starts from.
@@ -208,7 +247,7 @@ pub fn run_grpo(
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
     let dev = Cpu::default();
-    let tokenizer_path = cmd.source.model.join("tokenizer.json");
+    let tokenizer_path = model_dir(&cmd.source.model)?.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.source.model)?;
     let tasks = read_tasks(&cmd.dataset)?;
@@ -281,7 +320,7 @@ pub fn run_sft(
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
     let dev = Cpu::default();
-    let tokenizer_path = cmd.source.model.join("tokenizer.json");
+    let tokenizer_path = model_dir(&cmd.source.model)?.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let examples = match &cmd.data {
         SftData::Pairs(path) => read_sft_examples(path)?,
@@ -321,7 +360,7 @@ fn resume_from(
 ) -> Result<(CausalLm<f32, Cpu>, Resume)> {
     match checkpoint {
         Some(dir) => {
-            let (model, optimizer, run) = state::load(dir, dev)?;
+            let (model, optimizer, run) = state::load(model_dir(dir)?, dev)?;
             Ok((model, Some((optimizer, run))))
         }
         None => Ok((initial.clone(), None)),
@@ -381,7 +420,7 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 /// the tasks done and the total after every generation batch.
 pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize)) -> Result<f64> {
     let dev = Cpu::default();
-    let tokenizer = Tokenizer::from_file(&cmd.model.join("tokenizer.json"))?;
+    let tokenizer = Tokenizer::from_file(&model_dir(&cmd.model)?.join("tokenizer.json"))?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
     let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
     let mut tasks = read_tasks(&cmd.dataset)?;

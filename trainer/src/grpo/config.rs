@@ -207,13 +207,19 @@ impl Default for GrpoConfig {
 impl GrpoConfig {
     /// Parses a TOML document with TRL's key names and validates it.
     pub fn from_toml_str(text: &str) -> Result<Self, GrpoError> {
-        let config: GrpoConfig = toml::from_str(text).map_err(|source| GrpoError::ConfigParse {
+        let config = Self::parse_toml(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The settings a TOML text spells (TRL's names; missing keys take TRL's defaults), not yet
+    /// [validated](Self::validate): errors are the text's own (syntax, unknown keys, types).
+    pub fn parse_toml(text: &str) -> Result<Self, GrpoError> {
+        toml::from_str(text).map_err(|source| GrpoError::ConfigParse {
             key: offending_key(text, &source),
             message: source.message().to_owned(),
             source: Box::new(source),
-        })?;
-        config.validate()?;
-        Ok(config)
+        })
     }
 
     /// Checks every value's range and the combinations TRL rejects, assuming one process (the

@@ -65,7 +65,10 @@ impl ModelConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_json(value)
+        Self::from_json(value).map_err(|source| Error::ModelConfig {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        })
     }
 
     /// Validates a parsed `config.json`.

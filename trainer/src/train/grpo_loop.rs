@@ -414,9 +414,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             .zip(executions)
             .enumerate()
             .map(|(i, ((&t, text), execution))| {
-                self.sample(t, i, text, execution.map(PendingExecution::wait))
+                let execution = execution.map(PendingExecution::wait).transpose()?;
+                Ok(self.sample(t, i, text, execution))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let per_func = self.inputs.rewards.score(&samples)?;
         let weights = self.inputs.rewards.weights();
         rewards::check_shape(&per_func, &weights).map_err(|e| self.batch_error(e))?;

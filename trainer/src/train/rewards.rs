@@ -133,21 +133,22 @@ pub trait Executor: Sync {
 }
 
 /// An execution that may still be running.
-pub struct PendingExecution(Box<dyn FnOnce() -> Execution + Send>);
+pub struct PendingExecution(Box<dyn FnOnce() -> Result<Execution> + Send>);
 
 impl PendingExecution {
     /// A result that is already known.
     pub fn ready(execution: Execution) -> Self {
-        Self(Box::new(move || execution))
+        Self(Box::new(move || Ok(execution)))
     }
 
-    /// A result that `wait` produces when asked (blocking).
-    pub fn later(wait: impl FnOnce() -> Execution + Send + 'static) -> Self {
+    /// A result that `wait` produces when asked (blocking); an `Err` only when the run cannot
+    /// go on ([`Error::Interrupted`]), never for a failed execution.
+    pub fn later(wait: impl FnOnce() -> Result<Execution> + Send + 'static) -> Self {
         Self(Box::new(wait))
     }
 
     /// Blocks until the execution is done.
-    pub fn wait(self) -> Execution {
+    pub fn wait(self) -> Result<Execution> {
         (self.0)()
     }
 }
@@ -158,7 +159,7 @@ impl PendingExecution {
 impl Executor for PatchExecutor {
     fn submit(&self, task: &Instance, patch: &str) -> PendingExecution {
         let pending = PatchExecutor::submit(self, &task.instance_id, patch);
-        PendingExecution::later(move || pending.wait())
+        PendingExecution::later(move || Ok(pending.wait()))
     }
 }
 
@@ -233,16 +234,14 @@ impl Executor for SlurmExecutor {
             }
             let mut b = batch.lock().expect("batch lock");
             if b.results.is_none() {
-                match remote.execute(&b.pairs) {
-                    Ok(results) => b.results = Some(results),
-                    Err(e) => {
-                        // Only an interrupt of this process ends a batch without results.
-                        eprintln!("error: {e}");
-                        std::process::exit(130);
-                    }
-                }
+                // Only an interrupt of this process (the array was cancelled) ends a batch
+                // without results; every other failure is an execution's infrastructure error.
+                let results = remote
+                    .execute(&b.pairs)
+                    .map_err(|e| Error::Interrupted(Box::new(e)))?;
+                b.results = Some(results);
             }
-            b.results.as_ref().expect("results")[index].clone()
+            Ok(b.results.as_ref().expect("results")[index].clone())
         })
     }
 }

@@ -89,11 +89,17 @@ impl Default for SftConfig {
 impl SftConfig {
     /// Parses TOML with the names above and checks the values.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let config: Self = toml::from_str(text).map_err(|e| Error::Training {
+        let config = Self::parse_toml(text).map_err(|e| Error::Training {
             reason: format!("SFT settings: {}", e.message()),
         })?;
         config.validate()?;
         Ok(config)
+    }
+
+    /// The settings a TOML text spells (missing keys take their defaults), not yet
+    /// [validated](Self::validate): errors are the text's own (syntax, unknown keys, types).
+    pub fn parse_toml(text: &str) -> std::result::Result<Self, toml::de::Error> {
+        toml::from_str(text)
     }
 
     /// Checks ranges; every error names the field.
