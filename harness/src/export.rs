@@ -170,43 +170,6 @@ fn raw_rows(source: &DatasetSource) -> Result<Vec<RawRow>, ExportError> {
         .collect()
 }
 
-/// A JSON string as Python's `json.dumps` (with `ensure_ascii`) writes it.
-fn python_json_string(text: &str, out: &mut String) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
-}
-
-/// A test list as the hub rows hold it: the text of Python's `json.dumps(list)`.
-pub fn python_json_list(tests: &[String]) -> String {
-    let mut out = String::from("[");
-    for (i, test) in tests.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        python_json_string(test, &mut out);
-    }
-    out.push(']');
-    out
-}
-
 /// One exported row and how many v5 fields were filled in.
 fn export_row(
     source: &DatasetSource,
@@ -265,11 +228,11 @@ fn export_row(
     fields.insert("eval_type".into(), eval_type.into());
     fields.insert(
         "FAIL_TO_PASS".into(),
-        python_json_list(&row.fail_to_pass).into(),
+        swerve_swebench::pyjson::dumps_default(&row.fail_to_pass).into(),
     );
     fields.insert(
         "PASS_TO_PASS".into(),
-        python_json_list(&row.pass_to_pass).into(),
+        swerve_swebench::pyjson::dumps_default(&row.pass_to_pass).into(),
     );
     if let Some(version) = &row.version {
         fields.insert("version".into(), version.clone().into());
@@ -373,22 +336,6 @@ mod tests {
             }
         }
         bad
-    }
-
-    #[test]
-    fn python_json_lists() {
-        let check = |tests: &[&str], expect: &str| {
-            let tests: Vec<String> = tests.iter().map(|s| (*s).to_owned()).collect();
-            assert_eq!(python_json_list(&tests), expect);
-            let back: Vec<String> = serde_json::from_str(expect).expect("valid JSON");
-            assert_eq!(back, tests);
-        };
-        check(&[], "[]");
-        check(&["a::b", "c[1]"], r#"["a::b", "c[1]"]"#);
-        check(
-            &["q\"\\\n\t\u{7f}é😀"],
-            r#"["q\"\\\n\t\u007f\u00e9\ud83d\ude00"]"#,
-        );
     }
 
     /// The bundled rows carry exactly what an export would fill in from their specs, so that

@@ -1,7 +1,8 @@
 //! The SWE-bench data model, in one place for every swerve tool: dataset rows ([`dataset`]),
 //! predictions ([`predictions`]), grading a test log into the per-instance report
 //! ([`grading`], with swerve's hardened reading in [`hardened`]) and the report files, byte for
-//! byte as SWE-bench 5 writes them ([`report`]); and the bundled dataset `swerve-mini`
+//! byte as SWE-bench 5 writes them ([`report`], through [`pyjson`]: Python's `json.dumps`,
+//! which the trainer's chat templates use too); and the bundled dataset `swerve-mini`
 //! ([`bundled`]).
 //!
 //! `harness` evaluates with it and `trainer` reads rows and writes predictions with it. Not
@@ -13,6 +14,7 @@ pub mod dataset;
 pub mod grading;
 pub mod hardened;
 pub mod predictions;
+pub mod pyjson;
 pub mod report;
 
 pub use dataset::Instance;

@@ -4,14 +4,13 @@
 //! Python writes both with `json.dumps(obj, indent=4)`: four-space indentation, `": "` after
 //! keys, `,` at line ends, `[]` / `{}` for empty containers, and `ensure_ascii` escaping
 //! (every character outside U+0020–U+007E escaped, non-ASCII as `\uXXXX` with lower-case hex
-//! and astral characters as surrogate pairs). [`python_json`] reproduces that through serde.
+//! and astral characters as surrogate pairs). [`crate::pyjson`] writes that.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
 use std::path::{Component, Path, PathBuf};
 
+use crate::pyjson::Dumps;
 use serde::{Deserialize, Serialize};
-use serde_json::ser::{CharEscape, Formatter, PrettyFormatter};
 use swerve_log_parsers::{FailureTier, InfraFailureReason};
 
 /// The per-instance report, the value under the instance id in `report.json`. Field order is
@@ -66,7 +65,8 @@ pub struct TestOutcomes {
 
 /// `report.json`: `{instance_id: report}` as `json.dumps(..., indent=4)`, no trailing newline.
 pub fn render_instance_report(instance_id: &str, report: &InstanceReport) -> String {
-    python_json(&BTreeMap::from([(instance_id, report)]))
+    crate::pyjson::dumps(&BTreeMap::from([(instance_id, report)]), Dumps::REPORT)
+        .expect("report types serialise")
 }
 
 /// Docker leftovers the run report lists when the harness has a Docker client.
@@ -269,7 +269,7 @@ fn report_resolved(text: &str, instance_id: &str) -> Option<bool> {
 
 /// The run report file's content: `json.dumps(report, indent=4)` plus a newline.
 pub fn render_run_report(report: &RunReport) -> String {
-    let mut text = python_json(report);
+    let mut text = crate::pyjson::dumps(report, Dumps::REPORT).expect("report types serialise");
     text.push('\n');
     text
 }
@@ -330,127 +330,9 @@ impl RunResults {
     }
 }
 
-/// Serialises `value` exactly as Python's `json.dumps(value, indent=4)` (with the default
-/// `ensure_ascii=True`) would serialise the equivalent Python object. Integers, booleans,
-/// strings, lists and maps are exact; floats are written by serde_json (`1e-5` where Python
-/// writes `1e-05`), which no report uses.
-pub fn python_json<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut out = Vec::new();
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonFormatter::new());
-    value
-        .serialize(&mut serializer)
-        .expect("report types serialise to JSON without error");
-    String::from_utf8(out).expect("ensure_ascii output is ASCII")
-}
-
-/// serde_json's pretty layout with a four-space indent, plus `ensure_ascii` escaping.
-struct PythonFormatter(PrettyFormatter<'static>);
-
-impl PythonFormatter {
-    fn new() -> PythonFormatter {
-        PythonFormatter(PrettyFormatter::with_indent(b"    "))
-    }
-}
-
-impl Formatter for PythonFormatter {
-    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.begin_array(writer)
-    }
-
-    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_array(writer)
-    }
-
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_array_value(writer, first)
-    }
-
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_array_value(writer)
-    }
-
-    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.begin_object(writer)
-    }
-
-    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_object(writer)
-    }
-
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_object_key(writer, first)
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.begin_object_value(writer)
-    }
-
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_object_value(writer)
-    }
-
-    /// serde_json escapes `"`, `\` and U+0000–U+001F itself (through `write_char_escape`, in
-    /// the same forms as Python); everything else arrives here and is escaped when it is
-    /// outside U+0020–U+007E, as Python's `ensure_ascii` does.
-    fn write_string_fragment<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        fragment: &str,
-    ) -> io::Result<()> {
-        let mut plain_from = 0;
-        for (at, c) in fragment.char_indices() {
-            if (' '..='~').contains(&c) {
-                continue;
-            }
-            writer.write_all(&fragment.as_bytes()[plain_from..at])?;
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                write!(writer, "\\u{unit:04x}")?;
-            }
-            plain_from = at + c.len_utf8();
-        }
-        writer.write_all(&fragment.as_bytes()[plain_from..])
-    }
-
-    fn write_char_escape<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        char_escape: CharEscape,
-    ) -> io::Result<()> {
-        self.0.write_char_escape(writer, char_escape)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strings_are_escaped_like_ensure_ascii() {
-        let check = |input: &str, expect: &str| assert_eq!(python_json(input), expect, "{input:?}");
-        check("plain text", r#""plain text""#);
-        check(
-            "quote \" backslash \\ slash /",
-            r#""quote \" backslash \\ slash /""#,
-        );
-        check("\n\r\t\u{8}\u{c}", r#""\n\r\t\b\f""#);
-        check("\u{0}\u{1}\u{1f}", r#""\u0000\u0001\u001f""#);
-        check("\u{7f}", r#""\u007f""#);
-        check(
-            "caf\u{e9} \u{2014} \u{ffff}",
-            r#""caf\u00e9 \u2014 \uffff""#,
-        );
-        check("\u{1F600}", r#""\ud83d\ude00""#);
-        check("it's \u{AB}ok\u{BB}", r#""it's \u00abok\u00bb""#);
-    }
 
     #[test]
     fn layout_matches_indent_4() {

@@ -24,8 +24,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use minijinja::value::{Enumerator, Kwargs, Object, Value, ValueKind};
+use minijinja::value::{Enumerator, Kwargs, Object, Value};
 use minijinja::{Environment, ErrorKind};
+
+use swerve_swebench::pyjson::{self, Dumps};
 
 use crate::error::{Error, Result};
 
@@ -365,155 +367,21 @@ fn strftime_fixed(format: &str) -> String {
 
 /// `tojson` as `transformers` defines it: Python's `json.dumps(value, ensure_ascii=False,
 /// indent=indent, sort_keys=sort_keys)`, so `{"a": 1, "b": [1, 2]}` with spaces after `,` and
-/// `:`, non-ASCII text as it is, and no HTML escaping.
+/// `:`, non-ASCII text as it is, and no HTML escaping ([`swerve_swebench::pyjson`]).
 fn tojson(value: &Value, kwargs: Kwargs) -> std::result::Result<Value, minijinja::Error> {
-    let indent: Option<usize> = kwargs.get("indent")?;
-    let options = JsonOptions {
-        indent,
+    let options = Dumps {
+        indent: kwargs.get("indent")?,
         sort_keys: kwargs.get::<Option<bool>>("sort_keys")?.unwrap_or(false),
         ensure_ascii: kwargs.get::<Option<bool>>("ensure_ascii")?.unwrap_or(false),
     };
     kwargs.assert_all_used()?;
-    let mut out = String::new();
-    write_json(&mut out, value, &options, 0)?;
-    Ok(Value::from(out))
-}
-
-struct JsonOptions {
-    indent: Option<usize>,
-    sort_keys: bool,
-    ensure_ascii: bool,
-}
-
-fn write_json(
-    out: &mut String,
-    value: &Value,
-    options: &JsonOptions,
-    depth: usize,
-) -> std::result::Result<(), minijinja::Error> {
-    match value.kind() {
-        ValueKind::None => out.push_str("null"),
-        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
-        ValueKind::Number if value.is_integer() => out.push_str(&value.to_string()),
-        ValueKind::Number => out.push_str(&python_float(f64::try_from(value.clone())?)),
-        ValueKind::String => write_json_str(out, value.as_str().unwrap_or_default(), options),
-        ValueKind::Seq | ValueKind::Iterable => {
-            let items: Vec<Value> = value.try_iter()?.collect();
-            write_container(out, '[', ']', items.len(), options, depth, |out, i| {
-                write_json(out, &items[i], options, depth + 1)
-            })?;
-        }
-        ValueKind::Map => {
-            let mut entries = Vec::new();
-            for key in value.try_iter()? {
-                let item = value.get_item(&key)?;
-                let key = match key.as_str() {
-                    Some(key) => key.to_owned(),
-                    None => {
-                        let mut text = String::new();
-                        write_json(&mut text, &key, options, depth)?;
-                        text
-                    }
-                };
-                entries.push((key, item));
-            }
-            if options.sort_keys {
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-            }
-            write_container(out, '{', '}', entries.len(), options, depth, |out, i| {
-                write_json_str(out, &entries[i].0, options);
-                out.push_str(": ");
-                write_json(out, &entries[i].1, options, depth + 1)
-            })?;
-        }
-        kind => {
-            return Err(minijinja::Error::new(
-                ErrorKind::InvalidOperation,
-                format!("tojson: a value of type {kind} is not JSON serializable"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Python's layout of a list or dict: `[1, 2]` on one line, or one item a line indented by
-/// `indent` per level (items then separated by `,` alone).
-fn write_container(
-    out: &mut String,
-    open: char,
-    close: char,
-    len: usize,
-    options: &JsonOptions,
-    depth: usize,
-    mut item: impl FnMut(&mut String, usize) -> std::result::Result<(), minijinja::Error>,
-) -> std::result::Result<(), minijinja::Error> {
-    out.push(open);
-    if len > 0 {
-        for i in 0..len {
-            match options.indent {
-                Some(indent) => {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push('\n');
-                    out.push_str(&" ".repeat(indent * (depth + 1)));
-                }
-                None if i > 0 => out.push_str(", "),
-                None => {}
-            }
-            item(out, i)?;
-        }
-        if let Some(indent) = options.indent {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent * depth));
-        }
-    }
-    out.push(close);
-    Ok(())
-}
-
-/// A JSON string as Python writes it: `"`, `\` and control characters escaped (serde_json's
-/// escapes are Python's), and with `ensure_ascii` every non-ASCII character as `\uXXXX` UTF-16
-/// units.
-fn write_json_str(out: &mut String, text: &str, options: &JsonOptions) {
-    let quoted = serde_json::to_string(text).expect("a string serialises");
-    if !options.ensure_ascii {
-        out.push_str(&quoted);
-        return;
-    }
-    for c in quoted.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut units = [0u16; 2];
-            for unit in c.encode_utf16(&mut units) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        }
-    }
-}
-
-/// Python's `repr` of a float, as `json.dumps` writes it: the shortest round-trip digits, with an
-/// exponent below 1e-4 and from 1e16 on, written `1e-05` and `1e+16`.
-fn python_float(x: f64) -> String {
-    if x.is_nan() {
-        return "NaN".into();
-    }
-    if x.is_infinite() {
-        return if x > 0.0 { "Infinity" } else { "-Infinity" }.into();
-    }
-    // Rust's `Debug` switches to an exponent at the same magnitudes as Python's `repr`.
-    let text = format!("{x:?}");
-    match text.split_once('e') {
-        Some((mantissa, exponent)) => {
-            let (sign, digits) = match exponent.strip_prefix('-') {
-                Some(digits) => ('-', digits),
-                None => ('+', exponent),
-            };
-            format!("{mantissa}e{sign}{digits:0>2}")
-        }
-        None => text,
-    }
+    let text = pyjson::dumps(value, options).map_err(|e| {
+        minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!("tojson: {} is not JSON serializable: {e}", value.kind()),
+        )
+    })?;
+    Ok(Value::from(text))
 }
 
 #[cfg(test)]
@@ -679,21 +547,5 @@ mod tests {
             err.contains(CONFIG_FILE) && err.contains("does not compile"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn python_float_matches_repr() {
-        for (x, repr) in [
-            (1.0, "1.0"),
-            (0.1, "0.1"),
-            (1e-4, "0.0001"),
-            (1e-5, "1e-05"),
-            (1.5e300, "1.5e+300"),
-            (1e15, "1000000000000000.0"),
-            (1e16, "1e+16"),
-            (-2.5e-7, "-2.5e-07"),
-        ] {
-            assert_eq!(python_float(x), repr);
-        }
     }
 }
