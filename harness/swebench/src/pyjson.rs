@@ -146,10 +146,8 @@ impl PythonFormatter {
 
     fn close<W: ?Sized + Write>(&mut self, writer: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.level -= 1;
-        if self.has_value {
-            if let Some(indent) = self.options.indent {
-                self.newline(writer, indent)?;
-            }
+        if let (true, Some(indent)) = (self.has_value, self.options.indent) {
+            self.newline(writer, indent)?;
         }
         writer.write_all(bracket)
     }
