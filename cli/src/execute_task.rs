@@ -4,8 +4,14 @@
 //! same definition the task parses.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Serialize;
+
+/// The default limit for one execution's eval script (an execution reward's patch run), in
+/// `trainer grpo --execute-timeout` and the harness's executor alike. `harness run`'s own
+/// default is SWE-bench's 1800 s.
+pub const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// `execute-task`'s flags. Every one is given by the submitter, so none has a default.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize)]

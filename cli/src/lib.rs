@@ -17,7 +17,7 @@ mod progress;
 mod verbosity;
 
 pub use count::count;
-pub use execute_task::ExecuteTaskArgs;
+pub use execute_task::{DEFAULT_EXECUTE_TIMEOUT, ExecuteTaskArgs};
 pub use exit::{Exit, finish};
 pub use progress::{INTERVAL_ENV, Progress};
 pub use verbosity::{Verbosity, color_on_stderr};

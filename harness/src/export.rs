@@ -365,7 +365,7 @@ mod tests {
     /// file, line, instance and field.
     #[test]
     fn fills_from_specs_and_names_what_is_missing() {
-        let bundled = source::swerve_mini_dir().expect("bundled dataset");
+        let bundled = swerve_swebench::names::swerve_mini_dir().expect("bundled dataset");
         let dir = tempfile::tempdir().expect("temp dir");
         let text = fs_err::read_to_string(bundled.join("swerve-mini.jsonl")).expect("rows");
         let mut stripped = Vec::new();

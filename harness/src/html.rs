@@ -194,7 +194,7 @@ pub fn write_run_page(
         instances: collect(&model_dir, &ids, &config.predictions, results),
     };
     let path = page_path(report_file);
-    cache::write_atomic(&path, &render(&page)).map_err(|source| RunError::Write {
+    swerve_cache::write_atomic(&path, render(&page)).map_err(|source| RunError::Write {
         path: path.clone(),
         source,
     })?;

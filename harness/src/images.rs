@@ -476,7 +476,7 @@ mod tests {
 
     #[test]
     fn bundled_environments_plan() {
-        let dir = crate::run::source::swerve_mini_dir().expect("bundled dataset");
+        let dir = swerve_swebench::names::swerve_mini_dir().expect("bundled dataset");
         let envs = Environments::read(&dir.join("environments.json")).expect("envs");
         let rows =
             swerve_swebench::dataset::read_rows(&dir.join("swerve-mini.jsonl")).expect("rows");

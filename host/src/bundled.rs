@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cache::cache_root;
 use crate::error::HostError;
+use swerve_cache::cache_root;
 
 /// The environment variable naming a folder of `<name>.wasm` files that replaces the embedded
 /// components (a development build of a plugin, for example).
@@ -34,7 +34,7 @@ pub fn path(name: &str) -> Result<Option<PathBuf>, HostError> {
         return Ok(None);
     };
     let file = format!("{name}.wasm");
-    let dir = crate::cache::materialise("bundled-plugins", name, &[(&file, plugin.bytes)])
+    let dir = swerve_cache::materialise("bundled-plugins", name, &[(&file, plugin.bytes)])
         .map_err(|source| HostError::Bundled {
             path: cache_root().join("bundled-plugins"),
             source,

@@ -6,12 +6,13 @@
 //! fixed "random" bytes; it runs under fuel (deterministic), a memory cap, a wasm stack cap and
 //! a wall-clock backstop; every failure is classified (`timeout`, `out_of_memory`, `trap`,
 //! `plugin_error`, `invalid_plugin`) with the plugin's output tail; every string and list a
-//! plugin returns is capped ([`limits`]); an instance that failed is never called again (a store lives for one batch or one sample). Plugins are compiled once
-//! (in-memory and on-disk precompile caches) and shared across worker threads.
+//! plugin returns is capped ([`limits`]); an instance that failed is never called again (a
+//! store lives for one batch or one sample). Plugins are compiled once (in-memory and on-disk
+//! precompile caches, the latter in swerve's cache folder of `swerve-cache`) and shared across
+//! worker threads.
 //!
 //! It also owns what every binary needs to name a plugin: `--plugin` arguments
-//! ([`plugin_spec`]), the bundled plugins embedded in the binary ([`bundled`]) and swerve's
-//! cache folder ([`cache_root`]).
+//! ([`plugin_spec`]) and the bundled plugins embedded in the binary ([`bundled`]).
 //!
 //! What it is not: it does not parse JSONL or print anything (the `harness` does), and it runs
 //! no containers (the `sandbox` does). wasmtime types stay inside.
@@ -35,7 +36,7 @@ mod types;
 mod wasi;
 
 pub use budget::{BudgetOverrides, Budgets};
-pub use cache::{CACHE_DIR_ENV, cache_root, default_precompile_dir, materialise};
+pub use cache::default_precompile_dir;
 pub use combine::{combine, effective_reward};
 pub use engine::{EPOCH_TICK, MAX_WASM_STACK_BYTES};
 pub use error::HostError;

@@ -1,11 +1,13 @@
 //! Checkpoints in Hugging Face layout, resumable.
 //!
 //! A checkpoint directory holds what `transformers` loads (`config.json`, `model.safetensors`
-//! in f32, `tokenizer.json`, `tokenizer_config.json` and `chat_template.jinja` when given) plus
-//! swerve's resume state: `optimizer.safetensors` (AdamW moments as `<param>.exp_avg` /
-//! `<param>.exp_avg_sq`) and `trainer_state.json` (step and AdamW settings). The directory is
+//! in f32, `tokenizer.json`, `tokenizer_config.json` and `chat_template.jinja` when given) plus,
+//! for a training run, swerve's resume state: `optimizer.safetensors` (AdamW moments as
+//! `<param>.exp_avg` / `<param>.exp_avg_sq`) and one file, `swerve_run_state.json`, with where
+//! the run stands ([`RunState`]), the optimiser's step and its AdamW settings. The directory is
 //! written under a temporary name and renamed into place, so an interrupted save never leaves a
-//! half-written checkpoint under the final name.
+//! half-written checkpoint under the final name, and the previous checkpoint of that name stays
+//! until the new one is whole.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,8 +22,10 @@ use crate::model::{AdamW, AdamWConfig, CausalLm};
 
 /// Optimiser moments file.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
-/// Resume state file.
-pub const STATE_FILE: &str = "trainer_state.json";
+/// The resume state file: [`RunState`] with the optimiser's step and settings.
+pub const RUN_STATE_FILE: &str = "swerve_run_state.json";
+/// The resume file of checkpoints written before [`RUN_STATE_FILE`] held everything.
+const EARLIER_STATE_FILE: &str = "trainer_state.json";
 /// Tokenizer files copied into a checkpoint when present next to the given `tokenizer.json`
 /// (the chat template too, so that `--prompt-format template` works on a checkpoint).
 const TOKENIZER_FILES: [&str; 3] = [
@@ -30,22 +34,45 @@ const TOKENIZER_FILES: [&str; 3] = [
     crate::prompt::chat_template::JINJA_FILE,
 ];
 
-/// `trainer_state.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainerState {
+/// Where a training run stands: with the seed, it fixes everything the run does next.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    /// `sft` or `grpo`.
+    pub kind: String,
     /// Optimiser steps taken.
     pub step: u64,
-    /// AdamW settings in force.
-    pub adamw: AdamWConfig,
+    /// Micro-batches processed.
+    pub micro_step: u64,
+    /// Generation batches sampled (GRPO).
+    pub generation: u64,
+    /// Prompt and completion tokens seen (`num_tokens`).
+    pub num_tokens: u64,
+    /// The steps the run is planned for (the schedule depends on it).
+    pub total_steps: u64,
 }
 
-/// Writes `model` (and, for resuming, `optimizer`) to `dir` in Hugging Face layout, copying the
-/// tokenizer files from the directory of `tokenizer_json` when given. Replaces `dir` if it exists.
+/// `swerve_run_state.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ResumeFile {
+    #[serde(flatten)]
+    run: RunState,
+    /// AdamW's own step count (bias correction).
+    optimizer_step: u64,
+    /// AdamW settings in force.
+    adamw: AdamWConfig,
+}
+
+/// What a training checkpoint restores: the model, its optimiser and the run state.
+pub type Resumed<D> = (CausalLm<f32, D>, AdamW<f32, D>, RunState);
+
+/// Writes `model` (and, for resuming a run, its optimiser and run state) to `dir` in Hugging
+/// Face layout, copying the tokenizer files from the directory of `tokenizer_json` when given.
+/// Replaces `dir` if it exists, only once the new checkpoint is whole.
 pub fn save<E: Dtype, D: Device<E>>(
     dir: &Path,
     model: &CausalLm<E, D>,
     tokenizer_json: Option<&Path>,
-    optimizer: Option<&AdamW<E, D>>,
+    resume: Option<(&AdamW<E, D>, &RunState)>,
 ) -> Result<()> {
     let partial = sibling(dir, "partial");
     if partial.exists() {
@@ -67,7 +94,7 @@ pub fn save<E: Dtype, D: Device<E>>(
             }
         }
     }
-    if let Some(opt) = optimizer {
+    if let Some((opt, run)) = resume {
         let mut tensors = BTreeMap::new();
         for (name, moments) in &opt.moments {
             let (m, v) = match moments {
@@ -91,12 +118,13 @@ pub fn save<E: Dtype, D: Device<E>>(
             tensors.insert(format!("{name}.exp_avg_sq"), v);
         }
         safetensors_io::write_tensors(&tensors, &partial.join(OPTIMIZER_FILE))?;
-        let state = TrainerState {
-            step: opt.step,
+        let state = ResumeFile {
+            run: run.clone(),
+            optimizer_step: opt.step,
             adamw: opt.config,
         };
-        let path = partial.join(STATE_FILE);
-        let text = serde_json::to_string_pretty(&state).expect("state serialises");
+        let path = partial.join(RUN_STATE_FILE);
+        let text = serde_json::to_string_pretty(&state).expect("run state serialises");
         fs_err::write(&path, text).map_err(|e| Error::io(&path, e))?;
     }
     let old = sibling(dir, "old");
@@ -115,28 +143,50 @@ pub fn save<E: Dtype, D: Device<E>>(
 pub struct Loaded<E: Dtype, D: Device<E>> {
     /// The model.
     pub model: CausalLm<E, D>,
-    /// The optimiser, when the checkpoint holds resume state.
-    pub optimizer: Option<AdamW<E, D>>,
+    /// The optimiser and where the run stood, when the checkpoint holds resume state.
+    pub resume: Option<(AdamW<E, D>, RunState)>,
+}
+
+/// Loads a checkpoint to resume a run from: the model, its optimiser and the run state; a
+/// checkpoint without resume state (an exported model) is an error naming the folder.
+pub fn load_resumable<D: Device<f32>>(dir: &Path, dev: &D) -> Result<Resumed<D>> {
+    let loaded = load(dir, dev)?;
+    let (optimizer, run) = loaded.resume.ok_or_else(|| Error::Checkpoint {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "no {RUN_STATE_FILE} to resume from (a model folder, not a checkpoint of a run)"
+        ),
+    })?;
+    Ok((loaded.model, optimizer, run))
 }
 
 /// Loads a checkpoint: the model, and the optimiser when the directory has resume state.
 pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>> {
     let model = CausalLm::load(dir, dev)?;
-    let state_path = dir.join(STATE_FILE);
+    if dir.join(EARLIER_STATE_FILE).exists() {
+        return Err(Error::Checkpoint {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "written by an earlier swerve (with {EARLIER_STATE_FILE}); its model loads as a \
+                 model folder (--model), not as a run to --resume"
+            ),
+        });
+    }
+    let state_path = dir.join(RUN_STATE_FILE);
     if !state_path.exists() {
         return Ok(Loaded {
             model,
-            optimizer: None,
+            resume: None,
         });
     }
     let text = fs_err::read_to_string(&state_path).map_err(|e| Error::io(&state_path, e))?;
-    let state: TrainerState = serde_json::from_str(&text).map_err(|source| Error::Json {
+    let state: ResumeFile = serde_json::from_str(&text).map_err(|source| Error::Json {
         path: state_path.clone(),
         source,
     })?;
     let mut stored = safetensors_io::read_tensors(&dir.join(OPTIMIZER_FILE), None)?;
     let mut opt = AdamW::new(state.adamw);
-    opt.step = state.step;
+    opt.step = state.optimizer_step;
     let present: std::collections::BTreeSet<String> = stored.keys().cloned().collect();
     let mut take = |name: &str, shape: Vec<usize>| -> Result<Vec<E>> {
         let t = stored.remove(name).ok_or_else(|| Error::Checkpoint {
@@ -178,7 +228,7 @@ pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>>
     }
     Ok(Loaded {
         model,
-        optimizer: Some(opt),
+        resume: Some((opt, state.run)),
     })
 }
 

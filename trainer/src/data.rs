@@ -12,13 +12,17 @@ use crate::error::{Error, Result};
 use crate::prompt::chat_template::{CONFIG_FILE, ChatTemplate};
 use crate::prompt::{self, PromptFormat, Task};
 
-/// Reads task rows: a `.jsonl`, `.json` or `.parquet` file of SWE-bench-style rows
-/// ([`Instance`]) that carry `code_context` and `oracle_new_content`.
-pub fn read_tasks(path: &Path) -> Result<Vec<Instance>> {
-    swerve_swebench::dataset::read_rows(path).map_err(|source| Error::Dataset {
-        path: path.to_path_buf(),
-        source,
-    })
+/// Reads task rows of `--dataset`: a `.jsonl`, `.json` or `.parquet` file of SWE-bench-style
+/// rows ([`Instance`]) that carry `code_context` and `oracle_new_content`, a folder of them
+/// (`split` picks `<split>.jsonl`), or `swerve-mini`, the bundled dataset
+/// ([`swerve_swebench::names`], as `harness run --dataset` reads it).
+pub fn read_tasks(dataset: &Path, split: &str) -> Result<Vec<Instance>> {
+    let path =
+        swerve_swebench::names::rows_file(dataset, split).map_err(|e| Error::DatasetName {
+            dataset: dataset.to_path_buf(),
+            source: e,
+        })?;
+    swerve_swebench::dataset::read_rows(&path).map_err(|source| Error::Dataset { path, source })
 }
 
 /// One SFT example.
@@ -259,7 +263,11 @@ mod tests {
     fn bundled_dataset_gold_completions_are_perfect() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../harness/datasets/swerve-mini/swerve-mini.jsonl");
-        let tasks = read_tasks(&path).unwrap();
+        let tasks = read_tasks(&path, "train").unwrap();
+        assert_eq!(
+            tasks,
+            read_tasks(Path::new("swerve-mini"), "train").unwrap()
+        );
         assert_eq!(tasks.len(), 13);
         for t in &tasks {
             let outcome = swerve_swe_rl::search_replace_reward(

@@ -161,6 +161,16 @@ pub enum Error {
         #[source]
         source: swerve_swebench::dataset::DatasetError,
     },
+    /// `--dataset` names no rows file (a hub id, a folder without rows, the bundled dataset
+    /// not writable).
+    #[error("--dataset {}", dataset.display())]
+    DatasetName {
+        /// What the user passed.
+        dataset: PathBuf,
+        /// Why it names nothing.
+        #[source]
+        source: swerve_swebench::names::NameError,
+    },
     /// A training data file (prompt/completion pairs) has a line that does not parse.
     #[error("{path}, line {line}: {reason}")]
     Data {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use swerve_cli::{Progress, Verbosity};
 use swerve_host::PluginSpec;
+use swerve_trainer::checkpoint::RunState;
 use swerve_trainer::commands::demo::{self, DemoConfig};
 use swerve_trainer::commands::{
     self, ExecuteSpec, GrpoCommand, ModelSource, OutputSpec, PredictCommand, SftCommand, SftData,
@@ -17,7 +18,6 @@ use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
 use swerve_trainer::report::metrics_log::{ReportTo, StepMetrics};
 use swerve_trainer::train::rewards::PluginRewards;
-use swerve_trainer::train::state::RunState;
 
 /// `--report-to`: where metrics go besides `metrics.jsonl`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -98,7 +98,8 @@ pub struct SftArgs {
 pub struct GrpoArgs {
     #[command(flatten)]
     run: RunArgs,
-    /// Task rows (JSONL with problem_statement, code_context, oracle_new_content)
+    /// Task rows (JSONL with problem_statement, code_context, oracle_new_content; a folder of
+    /// them, its train.jsonl; or `swerve-mini`, the bundled dataset)
     #[arg(long)]
     dataset: PathBuf,
     /// A reward plugin: `NAME|PATH[=WEIGHT][,fuel=N][,memory=SIZE][,timeout=DUR]`; repeatable
@@ -118,7 +119,7 @@ pub struct GrpoArgs {
     #[arg(long, default_value_t = 2, requires = "execute", value_parser = swerve_cli::count)]
     execute_workers: usize,
     /// Limit in seconds for one instance's tests with --execute
-    #[arg(long, default_value_t = commands::DEFAULT_EXECUTE_TIMEOUT.as_secs(), requires = "execute")]
+    #[arg(long, default_value_t = swerve_cli::DEFAULT_EXECUTE_TIMEOUT.as_secs(), requires = "execute")]
     execute_timeout: u64,
     /// Where --execute runs the patches: this machine's Docker engine, or a Slurm cluster (one
     /// job array per GRPO step, each task running --execute-workers containers on its node;
@@ -406,7 +407,7 @@ pub fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
             commands::start_executor(&ExecuteSpec {
                 dataset: paths.dataset.clone(),
                 workers: config.demo.execute_workers,
-                timeout: commands::DEFAULT_EXECUTE_TIMEOUT,
+                timeout: swerve_cli::DEFAULT_EXECUTE_TIMEOUT,
                 work_dir: args.output.join("executions"),
                 slurm: None,
             })

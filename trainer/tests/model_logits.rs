@@ -215,14 +215,34 @@ fn checkpoint_round_trip_resumes_the_optimiser() {
 
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("step-5");
-    checkpoint::save(&ckpt, &model, Some(&fixture("tokenizer.json")), Some(&opt)).unwrap();
+    let run = checkpoint::RunState {
+        kind: "sft".into(),
+        step: 5,
+        micro_step: 5,
+        total_steps: 5,
+        ..checkpoint::RunState::default()
+    };
+    checkpoint::save(
+        &ckpt,
+        &model,
+        Some(&fixture("tokenizer.json")),
+        Some((&opt, &run)),
+    )
+    .unwrap();
     // Saving again over an existing checkpoint replaces it.
-    checkpoint::save(&ckpt, &model, Some(&fixture("tokenizer.json")), Some(&opt)).unwrap();
+    checkpoint::save(
+        &ckpt,
+        &model,
+        Some(&fixture("tokenizer.json")),
+        Some((&opt, &run)),
+    )
+    .unwrap();
     let checkpoint::Loaded {
         model: loaded,
-        optimizer,
+        resume,
     } = checkpoint::load::<f32, Cpu>(&ckpt, &dev).unwrap();
-    let loaded_opt = optimizer.unwrap();
+    let (loaded_opt, loaded_run) = resume.unwrap();
+    assert_eq!(loaded_run, run);
     assert_eq!(loaded_opt.step, 5);
     assert_eq!(loaded_opt.config, config);
     assert_eq!(loaded_opt.moments.len(), opt.moments.len());

@@ -384,6 +384,7 @@ fn the_files_the_model_names_are_its_ranking() {
     };
     let mut task = swerve_trainer::data::read_tasks(
         &root().join("harness/datasets/swerve-mini/swerve-mini.jsonl"),
+        "test",
     )
     .unwrap()
     .remove(0);

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use dfdx::prelude::Cpu;
 use swerve_host::Execution;
 use swerve_swebench::Instance;
+use swerve_trainer::checkpoint;
 use swerve_trainer::data::{PromptStyle, SftExample};
 use swerve_trainer::grpo::GrpoConfig;
 use swerve_trainer::model::CausalLm;
@@ -19,7 +20,6 @@ use swerve_trainer::train::RunOutput;
 use swerve_trainer::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use swerve_trainer::train::rewards::{FnExecutor, FnRewards};
 use swerve_trainer::train::sft_loop::{SftConfig, SftTrainer};
-use swerve_trainer::train::state;
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2")
@@ -104,7 +104,7 @@ fn grpo_run(
     let rewards = rewards();
     let (policy, resumed) = match resume {
         Some(ckpt) => {
-            let (model, opt, run) = state::load(ckpt, &dev).unwrap();
+            let (model, opt, run) = checkpoint::load_resumable(ckpt, &dev).unwrap();
             (model, Some((opt, run)))
         }
         None => (initial.clone(), None),

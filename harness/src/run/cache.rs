@@ -153,16 +153,10 @@ pub fn reusable(dir: &Path, key: &str, resume: Resume) -> bool {
     }
 }
 
-/// Writes `text` to `path` through a temp file and a rename.
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    fs_err::write(&tmp, text)?;
-    fs_err::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use swerve_cache::write_atomic;
 
     #[test]
     fn reuse_needs_the_same_key() {
@@ -187,7 +181,7 @@ mod tests {
         };
         write_atomic(
             &dir.path().join(META_FILE),
-            &serde_json::to_string(&meta).expect("json"),
+            serde_json::to_string(&meta).expect("json"),
         )
         .expect("write");
         assert!(reusable(dir.path(), &key, Resume::Content));

@@ -7,10 +7,11 @@
 //! tokio runtime, [`PatchExecutor::submit`] returns at once with a [`PendingExecution`] to
 //! [`wait`](PendingExecution::wait) on later, and at most `workers` containers run at once, so
 //! sandboxes work while the caller goes on (the trainer submits each completion as soon as the
-//! model has finished it). Identical work runs once: results are cached by the same content key
-//! `harness run` resumes by (image id, patch, eval script, mode; [`super::cache::cache_key`]),
+//! model has finished it). Identical work runs once: results are kept in an [`ExecutionCache`]
+//! by (instance, patch) — the executor fixes the image, eval script and mode of an instance —
 //! and a submission whose key is already running waits for that run. Infrastructure failures
-//! are not cached, so a later submission retries them.
+//! are not cached, so a later submission retries them. The same cache serves executions on a
+//! Slurm cluster ([`super::remote`]).
 //!
 //! Every execution leaves `harness run`'s files (`patch.diff`, `eval.sh`, `test_output.txt`,
 //! `run_instance.log`, `report.json`, `swerve.json`) in `<work_dir>/<instance_id>/<key>/`.
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt as _, Shared};
+use sha2::{Digest, Sha256};
 use swerve_host::{EvaluatorPlugin, Execution, TestOutcome};
 use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
 use tokio::sync::{OnceCell, Semaphore};
@@ -45,7 +47,8 @@ pub struct ExecuteConfig {
     pub work_dir: PathBuf,
     /// Containers at once (at least 1). Default 2.
     pub workers: usize,
-    /// Limit for one eval script, as `harness run --timeout`. Default 300 s.
+    /// Limit for one eval script, as `harness run --timeout`. Default
+    /// [`swerve_cli::DEFAULT_EXECUTE_TIMEOUT`].
     pub timeout: Duration,
     /// Hardened (default) or compatible, as `harness run --mode`.
     pub mode: Mode,
@@ -53,16 +56,13 @@ pub struct ExecuteConfig {
     pub limits: Limits,
 }
 
-/// The default limit for one execution's eval script.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
-
 impl Default for ExecuteConfig {
     fn default() -> Self {
         Self {
             run_id: "execute".to_owned(),
             work_dir: PathBuf::from("logs/execute"),
             workers: 2,
-            timeout: DEFAULT_TIMEOUT,
+            timeout: swerve_cli::DEFAULT_EXECUTE_TIMEOUT,
             mode: Mode::Hardened,
             limits: Limits::default(),
         }
@@ -79,15 +79,48 @@ struct Prepared {
     log_parser: String,
 }
 
-/// A cache of executions by content key. A key is run once: later requests for it share the
-/// first run's result, also while that run is still going. Results with an `infra_error` are
-/// dropped from the cache when they complete, so that the next request runs again.
+/// The executions of one executor's life (local or on a cluster), by [`ExecutionCache::key`]. A
+/// key is run once: later requests for it share the first run's result, also while that run is
+/// still going. Results with an `infra_error` are dropped from the cache when they complete, so
+/// that the next request runs again.
 #[derive(Clone, Default)]
 pub struct ExecutionCache {
     entries: Arc<Mutex<HashMap<String, Shared<BoxFuture<'static, Execution>>>>>,
 }
 
 impl ExecutionCache {
+    /// The key of evaluating `patch` on the row `instance_id` (a digest of both).
+    pub fn key(instance_id: &str, patch: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(instance_id.as_bytes());
+        h.update([0]);
+        h.update(patch.as_bytes());
+        hex::encode(h.finalize())
+    }
+
+    /// The finished result for `key`, if there is one (a run still going is not finished).
+    pub fn finished(&self, key: &str) -> Option<Execution> {
+        self.entries
+            .lock()
+            .expect("cache lock")
+            .get(key)
+            .and_then(|shared| shared.peek().cloned())
+    }
+
+    /// Keeps `execution`, obtained elsewhere (a cluster task), as the result for `key`, unless
+    /// it is an infrastructure failure.
+    pub fn record(&self, key: &str, execution: Execution) {
+        if execution.infra_error.is_none() {
+            let ready = futures_util::future::ready(execution).boxed().shared();
+            // A finished future: polling it once makes `peek` see its output.
+            let _ = ready.clone().now_or_never();
+            self.entries
+                .lock()
+                .expect("cache lock")
+                .insert(key.to_owned(), ready);
+        }
+    }
+
     /// The result for `key`: the cached (or running) one, else `run()`'s, started now.
     pub fn get_or_run(
         &self,
@@ -245,22 +278,19 @@ impl ExecutorState {
         if patch.trim().is_empty() {
             return not_run(row, false);
         }
-        let prepared = match self.prepare(row).await {
-            Ok(p) => p,
-            Err(e) => return infra(e),
-        };
-        let key = cache::cache_key(
-            &prepared.image_id,
-            &patch,
-            &prepared.eval_script,
-            self.config.mode.as_str(),
-        );
+        let key = ExecutionCache::key(instance_id, &patch);
         let this = Arc::clone(self);
         let row = row.clone();
-        let run_key = key.clone();
         self.cache
             .get_or_run(&key, move || {
-                async move { this.run(row, prepared, patch, run_key).await }.boxed()
+                async move {
+                    let prepared = match this.prepare(&row).await {
+                        Ok(p) => p,
+                        Err(e) => return infra(e),
+                    };
+                    this.run(row, prepared, patch).await
+                }
+                .boxed()
             })
             .await
     }
@@ -314,13 +344,14 @@ impl ExecutorState {
     }
 
     /// One sandbox evaluation, as `harness run` makes it, read back as an [`Execution`].
-    async fn run(
-        self: Arc<Self>,
-        row: Instance,
-        prepared: Prepared,
-        patch: String,
-        key: String,
-    ) -> Execution {
+    async fn run(self: Arc<Self>, row: Instance, prepared: Prepared, patch: String) -> Execution {
+        // The folder is named as `harness run` names its cache entries: by content.
+        let key = cache::cache_key(
+            &prepared.image_id,
+            &patch,
+            &prepared.eval_script,
+            self.config.mode.as_str(),
+        );
         let _permit = self.permits.acquire().await.expect("semaphore not closed");
         self.runs.fetch_add(1, Ordering::Relaxed);
         let n = self.sequence.fetch_add(1, Ordering::Relaxed);
@@ -466,7 +497,7 @@ mod tests {
     async fn the_same_patch_twice_runs_once() {
         let cache = ExecutionCache::default();
         let calls = Arc::new(AtomicUsize::new(0));
-        let key = cache::cache_key("sha256:img", "diff", "eval.sh", "hardened");
+        let key = ExecutionCache::key("demo__demo-1", "diff");
         // Both requests arrive before the first run ends.
         let first = cache.get_or_run(&key, counted(&calls, resolved()));
         let second = cache.get_or_run(&key, counted(&calls, resolved()));
@@ -479,7 +510,8 @@ mod tests {
         );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         // Another patch is another key.
-        let other = cache::cache_key("sha256:img", "diff2", "eval.sh", "hardened");
+        let other = ExecutionCache::key("demo__demo-1", "diff2");
+        assert_ne!(other, ExecutionCache::key("demo__demo-2", "diff"));
         cache.get_or_run(&other, counted(&calls, resolved())).await;
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         assert_eq!(cache.len(), 2);
@@ -500,6 +532,17 @@ mod tests {
             resolved()
         );
         assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn results_from_elsewhere_are_kept_unless_infrastructure_failed() {
+        let cache = ExecutionCache::default();
+        let key = ExecutionCache::key("demo__demo-1", "diff");
+        assert_eq!(cache.finished(&key), None);
+        cache.record(&key, infra("node lost".to_owned()));
+        assert_eq!(cache.finished(&key), None);
+        cache.record(&key, resolved());
+        assert_eq!(cache.finished(&key), Some(resolved()));
     }
 
     #[test]

@@ -14,13 +14,14 @@ use swerve_log_parsers::LogText;
 use swerve_sandbox::{Container, ContainerSpec, ExecOutput, ExecRequest, Limits, Sandbox};
 
 use super::apply::{ApplyOutcome, CONTAINER_PATCH_FILE, apply_patch};
-use super::cache::{InstanceMeta, META_FILE, OutcomeKind, write_atomic};
+use super::cache::{InstanceMeta, META_FILE, OutcomeKind};
 use super::environment::{self, EnvironmentCheck};
 use super::eval_script::{REPO_DIRECTORY, ScriptParts};
 use super::evaluate::grade_with_plugin;
 use super::hardening::{self, Undone};
 use super::instance_log::InstanceLog;
 use super::tamper::{self, TamperSignal};
+use swerve_cache::write_atomic;
 use swerve_swebench::dataset::Instance;
 use swerve_swebench::grading::Grading;
 use swerve_swebench::hardened::HardenedRegion;

@@ -200,7 +200,7 @@ fn write(path: &Path, text: &str) -> Result<(), RunError> {
             source,
         })?;
     }
-    cache::write_atomic(path, text).map_err(|source| RunError::Write {
+    swerve_cache::write_atomic(path, text).map_err(|source| RunError::Write {
         path: path.to_owned(),
         source,
     })
@@ -269,9 +269,9 @@ fn record_failure(
     };
     logged(
         "write swerve.json",
-        cache::write_atomic(
+        swerve_cache::write_atomic(
             &dir.join(META_FILE),
-            &serde_json::to_string_pretty(&meta).expect("json"),
+            serde_json::to_string_pretty(&meta).expect("json"),
         ),
     );
     InstanceResult {

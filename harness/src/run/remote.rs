@@ -4,8 +4,9 @@
 //! evaluator plugin and limits as a local execution — and send back each [`Execution`] as a
 //! progress line.
 //!
-//! The caller side is [`SlurmExecutions`]: it keeps the content cache (identical work runs once
-//! per process; infrastructure failures are not cached, so a later batch retries them) and
+//! The caller side is [`SlurmExecutions`]: it keeps the local executor's [`ExecutionCache`]
+//! (identical work runs once per process; infrastructure failures are not cached, so a later
+//! batch retries them) and
 //! turns a task that ended without answering into infrastructure errors for its pairs, never
 //! into a model's failure. The task side is [`serve_task`], run by a binary's hidden
 //! `execute-task` subcommand.
@@ -16,17 +17,15 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use swerve_host::Execution;
 use swerve_slurm::{ArrayEvent, ArraySpec, SlurmError, Task};
 
 use super::RunError;
-use super::execute::{ExecuteConfig, PatchExecutor};
+use super::execute::{ExecuteConfig, ExecutionCache, PatchExecutor};
 
 /// Where and how batches run.
 #[derive(Debug, Clone)]
@@ -61,7 +60,7 @@ struct Reply {
 /// Batches of executions on the cluster (see the module documentation).
 pub struct SlurmExecutions {
     config: RemoteConfig,
-    cache: Mutex<HashMap<String, Execution>>,
+    cache: ExecutionCache,
     batches: AtomicU64,
 }
 
@@ -72,22 +71,13 @@ fn infra(error: String) -> Execution {
     }
 }
 
-/// The content of one pair: identical pairs are executed once.
-fn pair_key(instance_id: &str, patch: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(instance_id.as_bytes());
-    h.update([0]);
-    h.update(patch.as_bytes());
-    hex::encode(h.finalize())
-}
-
 impl SlurmExecutions {
     /// Checks that Slurm answers and takes the options, before any batch.
     pub fn new(config: RemoteConfig) -> Result<SlurmExecutions, RunError> {
         swerve_slurm::check(&config.sbatch_args, config.tasks)?;
         Ok(SlurmExecutions {
             config,
-            cache: Mutex::new(HashMap::new()),
+            cache: ExecutionCache::default(),
             batches: AtomicU64::new(0),
         })
     }
@@ -99,21 +89,17 @@ impl SlurmExecutions {
         let mut results: Vec<Option<Execution>> = vec![None; pairs.len()];
         let mut first_of: HashMap<String, usize> = HashMap::new();
         let mut requests = Vec::new();
-        {
-            let cache = self.cache.lock().expect("cache lock");
-            for (i, (id, patch)) in pairs.iter().enumerate() {
-                let key = pair_key(id, patch);
-                if let Some(found) = cache.get(&key) {
-                    results[i] = Some(found.clone());
-                } else if let std::collections::hash_map::Entry::Vacant(slot) = first_of.entry(key)
-                {
-                    slot.insert(i);
-                    requests.push(Request {
-                        n: i,
-                        instance_id: id.clone(),
-                        patch: patch.clone(),
-                    });
-                }
+        for (i, (id, patch)) in pairs.iter().enumerate() {
+            let key = ExecutionCache::key(id, patch);
+            if let Some(found) = self.cache.finished(&key) {
+                results[i] = Some(found);
+            } else if let std::collections::hash_map::Entry::Vacant(slot) = first_of.entry(key) {
+                slot.insert(i);
+                requests.push(Request {
+                    n: i,
+                    instance_id: id.clone(),
+                    patch: patch.clone(),
+                });
             }
         }
         if !requests.is_empty() {
@@ -122,19 +108,15 @@ impl SlurmExecutions {
             }
         }
         // Duplicates take their first's result; what succeeded is cached.
-        let mut cache = self.cache.lock().expect("cache lock");
         let mut out = Vec::with_capacity(pairs.len());
-        for (id, patch) in pairs {
-            let key = pair_key(id, patch);
-            let i = first_of.get(&key).copied();
-            let result = match i {
-                Some(i) => results[i].clone(),
-                None => cache.get(&key).cloned(),
+        for (i, (id, patch)) in pairs.iter().enumerate() {
+            let key = ExecutionCache::key(id, patch);
+            let result = match first_of.get(&key) {
+                Some(&first) => results[first].clone(),
+                None => results[i].clone(),
             }
             .unwrap_or_else(|| infra("no result came back".into()));
-            if result.infra_error.is_none() {
-                cache.insert(key, result.clone());
-            }
+            self.cache.record(&key, result.clone());
             out.push(result);
         }
         Ok(out)

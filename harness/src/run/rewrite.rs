@@ -48,15 +48,15 @@ pub fn rewrite_reports(
             continue;
         };
         let path = dir.join("report.json");
-        cache::write_atomic(
+        swerve_cache::write_atomic(
             &path,
-            &render_instance_report(&row.instance_id, &graded.report),
+            render_instance_report(&row.instance_id, &graded.report),
         )
         .map_err(|source| RunError::Write { path, source })?;
         if let Some(mut meta) = meta {
             meta.outcome = OutcomeKind::of_grading(&graded);
             let path = dir.join(cache::META_FILE);
-            cache::write_atomic(&path, &serde_json::to_string_pretty(&meta).expect("json"))
+            swerve_cache::write_atomic(&path, serde_json::to_string_pretty(&meta).expect("json"))
                 .map_err(|source| RunError::Write { path, source })?;
         }
     }
@@ -66,7 +66,7 @@ pub fn rewrite_reports(
         path: config.report_dir.clone(),
         source,
     })?;
-    cache::write_atomic(&file, &render_run_report(&results.report)).map_err(|source| {
+    swerve_cache::write_atomic(&file, render_run_report(&results.report)).map_err(|source| {
         RunError::Write {
             path: file.clone(),
             source,

@@ -1,24 +1,12 @@
 //! `--dataset NAME|PATH`: the rows, their environment specs and the folder of repository
-//! sources. `swerve-mini` names the bundled dataset; a path is a `.json`/`.jsonl`/`.parquet` file
-//! or a folder holding `<split>.jsonl`/`<split>.json`/`<split>.parquet` (or a single `.jsonl`).
-//! Hub dataset ids cannot be fetched (no network; see `docs/harness.md`).
+//! sources. What a name stands for is [`swerve_swebench::names`]'s rule, the same in every
+//! binary; hub dataset ids cannot be fetched (no network; see `docs/harness.md`).
 
 use std::path::{Path, PathBuf};
 
 use crate::images::{Environments, ImagesError};
-use swerve_swebench::bundled::{SWERVE_MINI, SWERVE_MINI_FILES, SWERVE_MINI_ROWS};
 use swerve_swebench::dataset::{self, DatasetError, Instance};
-
-/// The folder of the bundled dataset `swerve-mini`, written out of the binary into swerve's cache
-/// folder on first use (so an installed `harness` needs no source tree).
-pub fn swerve_mini_dir() -> Result<PathBuf, SourceError> {
-    swerve_host::materialise("datasets", SWERVE_MINI, SWERVE_MINI_FILES).map_err(|source| {
-        SourceError::Bundled {
-            cache: swerve_host::cache_root(),
-            source,
-        }
-    })
-}
+use swerve_swebench::names::{self, NameError};
 
 /// A resolved dataset.
 #[derive(Debug, Clone)]
@@ -41,31 +29,9 @@ pub struct DatasetSource {
 /// Why a dataset could not be resolved.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    /// A hub id: nothing can be downloaded.
-    #[error(
-        "dataset `{name}` is a hub id; swerve cannot download datasets — pass a local .json/.jsonl file (or `swerve-mini`)"
-    )]
-    Hub {
-        /// The id.
-        name: String,
-    },
-    /// A folder without a rows file for the split.
-    #[error("no {split}.jsonl / {split}.json / {split}.parquet (or single .jsonl) in {}", dir.display())]
-    NoRows {
-        /// The folder.
-        dir: PathBuf,
-        /// The split.
-        split: String,
-    },
-    /// The bundled dataset could not be written into the cache folder.
-    #[error("cannot write the bundled dataset `swerve-mini` into {}", cache.display())]
-    Bundled {
-        /// swerve's cache folder.
-        cache: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The name names no rows file.
+    #[error(transparent)]
+    Name(#[from] NameError),
     /// The rows could not be read.
     #[error(transparent)]
     Rows(#[from] DatasetError),
@@ -80,40 +46,13 @@ pub enum SourceError {
     },
 }
 
-const HUB_ALIASES: [&str; 9] = [
-    "swe-bench",
-    "swebench",
-    "swe_bench",
-    "swe-bench-lite",
-    "swebench-lite",
-    "swe_bench_lite",
-    "swe-bench_lite",
-    "lite",
-    "verified",
-];
-
 /// Resolves `--dataset` with `--split`.
 pub fn resolve(
     name: &str,
     split: &str,
     repos_override: Option<&Path>,
 ) -> Result<DatasetSource, SourceError> {
-    let path = if name.eq_ignore_ascii_case(SWERVE_MINI) {
-        swerve_mini_dir()?.join(SWERVE_MINI_ROWS)
-    } else {
-        let p = PathBuf::from(name);
-        if p.is_dir() {
-            rows_in_dir(&p, split)?
-        } else if p.exists() {
-            p
-        } else if HUB_ALIASES.contains(&name.to_ascii_lowercase().as_str()) || name.contains('/') {
-            return Err(SourceError::Hub {
-                name: name.to_owned(),
-            });
-        } else {
-            p
-        }
-    };
+    let path = names::rows_file(name, split)?;
     let rows = dataset::read_rows(&path)?;
     for row in &rows {
         row.check_evaluable()?;
@@ -134,36 +73,6 @@ pub fn resolve(
         environments,
         repos_dir: repos_override.map_or_else(|| dir.join("repos"), Path::to_owned),
     })
-}
-
-fn rows_in_dir(dir: &Path, split: &str) -> Result<PathBuf, SourceError> {
-    for ext in ["jsonl", "json", "parquet"] {
-        let p = dir.join(format!("{split}.{ext}"));
-        if p.is_file() {
-            return Ok(p);
-        }
-    }
-    let jsonl: Vec<PathBuf> = fs_err::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.extension().is_some_and(|e| e == "jsonl")
-                        && !p
-                            .file_name()
-                            .is_some_and(|n| n.to_string_lossy().starts_with("predictions"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    match jsonl.as_slice() {
-        [one] => Ok(one.clone()),
-        _ => Err(SourceError::NoRows {
-            dir: dir.to_owned(),
-            split: split.to_owned(),
-        }),
-    }
 }
 
 impl DatasetSource {
@@ -216,10 +125,10 @@ mod tests {
         assert_eq!(ds.rows.len(), 1);
         assert!(matches!(
             resolve("SWE-bench/SWE-bench_Lite", "test", None),
-            Err(SourceError::Hub { .. })
+            Err(SourceError::Name(NameError::Hub { .. }))
         ));
         let dir = resolve(
-            &swerve_mini_dir().unwrap().display().to_string(),
+            &names::swerve_mini_dir().unwrap().display().to_string(),
             "test",
             None,
         )

@@ -1,7 +1,7 @@
 //! The bundled dataset `swerve-mini` (13 instances over three small Python projects), carried by
 //! every binary that links this crate: its rows, environment specs and repository bundles, as
 //! the files of the folder `harness/datasets/swerve-mini/` holds them. Tools write them out
-//! once (`swerve_host::materialise`) and read the folder like any dataset.
+//! once (`swerve_cache::materialise`) and read the folder like any dataset.
 
 /// The bundled dataset's name, as `--dataset` takes it.
 pub const SWERVE_MINI: &str = "swerve-mini";

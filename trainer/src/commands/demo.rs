@@ -24,6 +24,7 @@ use dfdx::prelude::Cpu;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint;
+use crate::checkpoint::RunState;
 use crate::data::{PromptStyle, Prompter, gold_examples, read_tasks};
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
@@ -38,7 +39,6 @@ use crate::train::RunOutput;
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use crate::train::rewards::{Executor, RewardFunctions};
 use crate::train::sft_loop::{SftConfig, SftTrainer};
-use crate::train::state::RunState;
 use swerve_swebench::Instance;
 
 /// `model_name_or_path` of the demo's predictions (`harness run` names its run report
@@ -186,7 +186,10 @@ pub fn run(
         "initial model"
     );
 
-    let tasks = demo_tasks(&read_tasks(&paths.dataset)?, config.demo.issue_title_only);
+    let tasks = demo_tasks(
+        &read_tasks(&paths.dataset, super::TRAIN_SPLIT)?,
+        config.demo.issue_title_only,
+    );
     let style = PromptStyle {
         format: PromptFormat::Bare,
         focus: Some(config.demo.focus_lines),
@@ -432,8 +435,8 @@ const TINY_ASSETS: &[(&str, &[u8])] = &[
 /// cache folder, writing to `out`: what `trainer demo` uses outside a source tree.
 pub fn bundled_paths(out: &Path) -> Result<DemoPaths> {
     let write = |kind: &str, name: &str, files| {
-        swerve_host::materialise(kind, name, files)
-            .map_err(|e| Error::io(swerve_host::cache_root().join(kind), e))
+        swerve_cache::materialise(kind, name, files)
+            .map_err(|e| Error::io(swerve_cache::cache_root().join(kind), e))
     };
     let dataset = write(
         "datasets",

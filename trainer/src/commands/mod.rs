@@ -16,6 +16,7 @@ use dfdx::prelude::Cpu;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
 use swerve_host::{HostConfig, PluginSpec};
 
+use crate::checkpoint::{self, RunState};
 use crate::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
@@ -30,7 +31,6 @@ use crate::train::RunOutput;
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use crate::train::rewards::{Executor, PluginRewards};
 use crate::train::sft_loop::{SftConfig, SftTrainer};
-use crate::train::state::{self, RunState};
 use swerve_swebench::{Instance, Prediction};
 
 /// One `KEY=VALUE` override as a TOML table of one key (a value that is not valid TOML is
@@ -106,9 +106,10 @@ pub fn plugin_host_config() -> HostConfig {
     }
 }
 
-/// The default limit for one instance's tests with `--execute`, as `harness run --timeout`'s
-/// default for executions.
-pub const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_secs(300);
+/// The split a training command reads from a dataset folder (`train.jsonl`).
+pub const TRAIN_SPLIT: &str = "train";
+/// The split `predict` reads from a dataset folder (`test.jsonl`), as `harness run` does.
+pub const TEST_SPLIT: &str = "test";
 
 /// `--execute`: run each completion's patch in the Docker sandbox before scoring, as `harness
 /// run` would, so that execution rewards (the `tests-fixed` plugin) see the test results.
@@ -250,7 +251,7 @@ pub fn run_grpo(
     let tokenizer_path = model_dir(&cmd.source.model)?.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.source.model)?;
-    let tasks = read_tasks(&cmd.dataset)?;
+    let tasks = read_tasks(&cmd.dataset, TRAIN_SPLIT)?;
     let rewards = PluginRewards::load(
         &cmd.plugins,
         cmd.config.reward_weights.as_deref(),
@@ -325,7 +326,7 @@ pub fn run_sft(
     let examples = match &cmd.data {
         SftData::Pairs(path) => read_sft_examples(path)?,
         SftData::Gold(path, style) => gold_examples(
-            &read_tasks(path)?,
+            &read_tasks(path, TRAIN_SPLIT)?,
             &Prompter::for_model(*style, &cmd.source.model)?,
         )?,
     };
@@ -360,7 +361,7 @@ fn resume_from(
 ) -> Result<(CausalLm<f32, Cpu>, Resume)> {
     match checkpoint {
         Some(dir) => {
-            let (model, optimizer, run) = state::load(model_dir(dir)?, dev)?;
+            let (model, optimizer, run) = checkpoint::load_resumable(model_dir(dir)?, dev)?;
             Ok((model, Some((optimizer, run))))
         }
         None => Ok((initial.clone(), None)),
@@ -423,7 +424,7 @@ pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize))
     let tokenizer = Tokenizer::from_file(&model_dir(&cmd.model)?.join("tokenizer.json"))?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
     let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
-    let mut tasks = read_tasks(&cmd.dataset)?;
+    let mut tasks = read_tasks(&cmd.dataset, TEST_SPLIT)?;
     let sampling = SamplingConfig {
         eos_token_ids: model.config.eos_token_ids.clone(),
         pad_token_id: crate::train::grpo_loop::pad_token(&model),

@@ -26,6 +26,7 @@ use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 use swerve_host::{Execution, Sample};
 
+use crate::checkpoint::RunState;
 use crate::data::Prompter;
 use crate::error::{Error, Result};
 use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
@@ -42,7 +43,6 @@ use crate::train::batch::{Packed, pack};
 use crate::train::grpo_objective::{MicroBatch, ObjectiveSums, grpo_loss};
 use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
 use crate::train::schedule::Schedule;
-use crate::train::state::RunState;
 use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 use swerve_swebench::Instance;
 

@@ -6,8 +6,8 @@
 //! reward plugins through `swerve-host`, optionally after an [`rewards::Executor`] ran each
 //! patch), computes advantages and the loss with the exact rules of [`crate::grpo`], evaluated
 //! on dfdx tensors by [`grpo_objective`] over batches packed by [`batch`], and steps AdamW along
-//! a [`schedule`]. Every step appends its metrics to the run's [`crate::report`]; [`state`]
-//! writes resumable checkpoints.
+//! a [`schedule`]. Every step appends its metrics to the run's [`crate::report`]; checkpoints
+//! that resume a run are [`crate::checkpoint`]'s.
 
 pub mod batch;
 pub mod grpo_loop;
@@ -15,17 +15,16 @@ pub mod grpo_objective;
 pub mod rewards;
 pub mod schedule;
 pub mod sft_loop;
-pub mod state;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use dfdx::prelude::Device;
 
+use crate::checkpoint::{self, RunState};
 use crate::error::Result;
 use crate::model::{AdamW, CausalLm};
 use crate::report::metrics_log::{MetricsLog, ReportTo};
-use state::RunState;
 
 /// Where a run writes: its metrics file and its checkpoints.
 #[derive(Debug)]
@@ -59,12 +58,11 @@ impl RunOutput {
         state: &RunState,
     ) -> Result<PathBuf> {
         let dir = self.checkpoint_path(state.step);
-        state::save(
+        checkpoint::save(
             &dir,
             model,
             self.tokenizer_json.as_deref(),
-            optimizer,
-            state,
+            Some((optimizer, state)),
         )?;
         tracing::info!(step = state.step, dir = %dir.display(), "saved checkpoint");
         Ok(dir)

@@ -14,6 +14,7 @@ use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::RunState;
 use crate::data::SftExample;
 use crate::error::{Error, Result};
 use crate::grpo::config::LrSchedulerType;
@@ -22,7 +23,6 @@ use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
 use crate::train::batch::pack;
 use crate::train::schedule::Schedule;
-use crate::train::state::RunState;
 use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 
 const STREAM_ORDER: u64 = 11;
