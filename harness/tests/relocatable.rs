@@ -67,6 +67,10 @@ fn bundled_plugins_dataset_and_kit_travel_with_the_binary() {
             "{name} missing in:\n{list}"
         );
     }
+    assert!(
+        !list.contains("hostile"),
+        "test plugins are not offered:\n{list}"
+    );
 
     let inspect = String::from_utf8(h.run(&["plugin", "inspect", "swe-rl"]).stdout).unwrap();
     assert!(

@@ -20,12 +20,15 @@ pub struct Embedded {
 /// Every bundled plugin that was built (the Python ones need componentize-py at build time).
 pub static EMBEDDED: &[Embedded] = include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 
-/// Names of the bundled plugins, built or not: the Rust guests, then the Python ones.
+/// Names of the bundled plugins offered to users, built or not: the Rust guests, then the
+/// Python ones. The host's test plugins (`hostile`, `hostile-imports`) are embedded too, and
+/// [`embedded`] finds them, but they are not listed.
 pub fn names() -> impl Iterator<Item = &'static str> {
     RUST_PLUGINS
         .iter()
         .map(|(_, name)| *name)
         .chain(PYTHON_PLUGINS.iter().map(|(_, _, name, _)| *name))
+        .filter(|name| !TEST_PLUGINS.contains(name))
 }
 
 /// The embedded component of a bundled plugin, `None` when there is no such plugin or it was
@@ -46,6 +49,12 @@ mod tests {
             assert_eq!(&plugin.bytes[..4], b"\0asm", "{name}");
         }
         assert!(embedded("no-such-plugin").is_none());
-        assert_eq!(names().count(), RUST_PLUGINS.len() + PYTHON_PLUGINS.len());
+        assert_eq!(
+            names().count(),
+            RUST_PLUGINS.len() + PYTHON_PLUGINS.len() - TEST_PLUGINS.len()
+        );
+        for name in TEST_PLUGINS {
+            assert!(embedded(name).is_some() && !names().any(|n| n == *name), "{name}");
+        }
     }
 }

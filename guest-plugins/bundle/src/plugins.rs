@@ -12,6 +12,11 @@ const RUST_PLUGINS: &[(&str, &str)] = &[
     ("swerve-plugin-hostile-imports", "hostile-imports"),
 ];
 
+/// Plugins built for the host's own tests (a plugin that misbehaves on purpose): embedded and
+/// loadable by name, but not offered to users (`names`, `harness plugin list`).
+#[allow(dead_code)] // The build script builds them like every other guest.
+const TEST_PLUGINS: &[&str] = &["hostile", "hostile-imports"];
+
 /// (source folder under guest-plugins/, module, plugin name, world) of every Python guest.
 const PYTHON_PLUGINS: &[(&str, &str, &str, &str)] = &[(
     "examples/python-keywords",
