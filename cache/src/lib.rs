@@ -16,7 +16,7 @@ pub const CACHE_DIR_ENV: &str = "SWERVE_CACHE_DIR";
 
 /// swerve's cache folder, the one rule every binary follows: `$SWERVE_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/swerve`, else `~/.cache/swerve`, else `swerve-cache` in the temporary folder.
-/// It holds precompiled plugins (`plugins/`, [`default_precompile_dir`]), the bundled plugins
+/// It holds precompiled plugins (`plugins/`, the host's precompile cache), the bundled plugins
 /// written out for loading (`bundled-plugins/`) and bundled datasets (`datasets/`).
 pub fn cache_root() -> PathBuf {
     let from_env = |name| {

@@ -2,7 +2,7 @@
 """Generate trainer/fixtures/tiny-qwen2: a tiny random Qwen2 checkpoint and reference numbers.
 
 The Rust model in trainer/src/model is checked against Hugging Face transformers on this fixture
-(trainer/tests/model_logits.rs). Run once and commit the output; rerunning with the same
+(trainer/tests/it/model_logits.rs). Run once and commit the output; rerunning with the same
 versions reproduces it byte for byte (seeded).
 
     python3 -m venv /tmp/refvenv

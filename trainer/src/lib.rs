@@ -2,8 +2,8 @@
 //!
 //! Modules by what they hold:
 //! - [`commands`]: the library side of the `trainer` subcommands (typed arguments in, files out);
-//! - [`train`]: the training loops, SFT and GRPO, with their batches, schedules, rewards
-//!   (plugins, executions) and resumable run state;
+//! - [`train`]: the training loops, SFT and GRPO, with their batches, schedules and rewards
+//!   (plugins, executions);
 //! - [`grpo`]: the GRPO objective as exact, tested `f64` math with TRL's names (config, reward
 //!   aggregation, advantages, the loss types and their normalisations, metrics, worked-case
 //!   files), which the loop's tensor objective follows;
@@ -13,7 +13,8 @@
 //! - [`data`] (task rows and SFT examples) and [`prompt`] (prompts, chat templates);
 //! - the model: [`model`], a Llama/Qwen2-family causal LM on dfdx with weights shaped at run
 //!   time from a Hugging Face `config.json`, loaded from safetensors, with [`tokenizer`],
-//!   batched KV-cache sampling in [`generate`] and Hugging Face-layout [`checkpoint`]s. On the
+//!   batched KV-cache sampling in [`generate`] and Hugging Face-layout [`checkpoint`]s (which
+//!   also hold what resumes a run). On the
 //!   CPU its layers run as fused kernels recorded on dfdx's tape ([`model::kernels`]);
 //!   [`runtime::init`] sets up the allocator and thread pool they need.
 //!

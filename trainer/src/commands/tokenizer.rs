@@ -4,7 +4,7 @@
 //! The corpus is the swerve-mini dataset (`problem_statement`, every `code_context` file and every
 //! `oracle_new_content` file of each instance) followed by the sample completions (`prompt` and
 //! `completion`), read in file order. Training is deterministic: the same inputs give the same
-//! bytes, which `trainer/tests/tokenizer_asset.rs` checks against the committed
+//! bytes, which `trainer/tests/it/tokenizer_asset.rs` checks against the committed
 //! `trainer/assets/tiny/tokenizer.json`.
 //!
 //! The layout follows Qwen2's tokenizer: no normaliser, a byte-level pre-tokeniser with GPT-2's

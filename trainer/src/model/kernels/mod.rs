@@ -7,7 +7,7 @@
 //! device runs, and what the CPU runs with [`KernelMode::Reference`]. The CPU's
 //! [`KernelMode::Fused`] (the default) runs [`cpu`]'s one-pass kernels instead, which record
 //! their own backward passes on dfdx's tape. Both give the same values and gradients to
-//! rounding: `tests/model_kernels.rs` compares them, and the finite-difference checks and the
+//! rounding: `trainer/tests/it/model_kernels.rs` compares them, and the finite-difference checks and the
 //! PyTorch logits fixture run on the fused path.
 
 pub mod cpu;

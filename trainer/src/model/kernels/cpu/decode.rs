@@ -8,7 +8,7 @@
 //! over a weight: [`math::few_rows_fwd`] streams the transposed weight once where `gemm` would
 //! fill a 64-row tile for 4 rows. Every value is computed as the fused blocks compute it
 //! ([`super::blocks`]): the same kernels on the same shapes, and the few-row products summed in
-//! `gemm`'s order, so a generation samples the same tokens either way (`tests/model_kernels.rs`
+//! `gemm`'s order, so a generation samples the same tokens either way (`trainer/tests/it/model_kernels.rs`
 //! checks both, bit for bit).
 
 use dfdx::prelude::*;

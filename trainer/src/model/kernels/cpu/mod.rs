@@ -10,7 +10,7 @@
 //! crate (AVX-512 micro-kernels where the CPU has them), element-wise loops compiled for the
 //! CPU's vector width, rows spread over rayon's threads. Each forward adds one backward closure
 //! to the tape that computes the gradients dfdx would (checked against the reference
-//! composition in `reference.rs` and by finite differences in `tests/model_gradcheck.rs`).
+//! composition in `reference.rs` and by finite differences in `trainer/tests/it/model_gradcheck.rs`).
 //!
 //! How a custom operation talks to dfdx through its public API only:
 //! - inputs are read with `copy_into` (dfdx does not lend its buffers), once per operation;

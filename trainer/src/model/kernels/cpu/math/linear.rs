@@ -258,7 +258,7 @@ pub const FEW_COLS: usize = 32;
 /// weight packed in bands (`wt`, see [`HostMatrix::bands`]), summed as `gemm`'s kernel sums
 /// it: per output, one chain of fused multiply-adds over each block of `depth` inputs, each block's sum added to the output in
 /// turn (the first block's written, when nothing is to be added to), so the result is `gemm`'s
-/// bit for bit (tests/model_kernels.rs). A decoding step's product is a pass over the weight:
+/// bit for bit (trainer/tests/it/model_kernels.rs). A decoding step's product is a pass over the weight:
 /// here the weight is streamed once, 32 columns by 4 rows at a time in registers, where `gemm`
 /// would fill a 64-row tile for 4 rows and read its columns six strided streams at a time.
 pub fn few_rows_fwd<F: CpuFloat>(
