@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub mod cli;
 pub mod curation;
 
 /// The repository's root folder.
@@ -17,24 +18,33 @@ pub fn repo_root() -> PathBuf {
         .to_owned()
 }
 
-/// Set (CI sets it) to make the Slurm tests fail, instead of skipping, when no controller answers.
-pub const REQUIRE_SLURM_VAR: &str = "SWERVE_REQUIRE_SLURM";
+/// Set (CI sets it, where every optional tool is installed) to make a test that would be
+/// skipped fail instead.
+pub const NO_SKIP_VAR: &str = "SWERVE_NO_SKIP";
+
+/// The one skip policy of swerve's tests: a test that needs an optional tool or data this
+/// machine lacks (a Slurm controller, the shared data folder, a Python package) calls this and
+/// returns early. It prints one line, `skipped: <what>: <why>`, on stderr; with
+/// [`NO_SKIP_VAR`] set it panics with the same words instead.
+pub fn skip(what: &str, why: &str) {
+    assert!(
+        std::env::var_os(NO_SKIP_VAR).is_none(),
+        "{NO_SKIP_VAR} is set, but {what} cannot run: {why}"
+    );
+    eprintln!("skipped: {what}: {why}");
+}
 
 /// Whether a Slurm controller answers (`scontrol ping`; `scripts/slurm-local.sh up` starts
-/// one). When none does, `what` is reported skipped in one line on stderr, or the caller panics
-/// if [`REQUIRE_SLURM_VAR`] is set.
+/// one); when none does, `what` is [`skip`]ped.
 pub fn slurm_up(what: &str) -> bool {
     let up = std::process::Command::new("scontrol")
         .arg("ping")
         .output()
         .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("is UP"));
     if !up {
-        assert!(
-            std::env::var_os(REQUIRE_SLURM_VAR).is_none(),
-            "{REQUIRE_SLURM_VAR} is set but no Slurm controller answers (scripts/slurm-local.sh up)"
-        );
-        eprintln!(
-            "skipped: {what}: no Slurm controller answers (start one with scripts/slurm-local.sh up)"
+        skip(
+            what,
+            "no Slurm controller answers (start one with scripts/slurm-local.sh up)",
         );
     }
     up
@@ -46,8 +56,8 @@ pub const SHARED_DATA_VAR: &str = "SWERVE_SHARED_DATA";
 
 /// `name` under the shared `data` folder, when it exists. The folder is `$SWERVE_SHARED_DATA`
 /// when that is set (and then only there, so pointing it at a missing path behaves like a clean
-/// clone), else `shared/data` beside the checkout. When `name` is absent this prints one line to
-/// stderr saying that `what` was skipped and why, and returns None: the caller returns early.
+/// clone), else `shared/data` beside the checkout. When `name` is absent, `what` is [`skip`]ped
+/// and this returns None: the caller returns early.
 pub fn shared_data(name: &str, what: &str) -> Option<PathBuf> {
     let dir = match std::env::var_os(SHARED_DATA_VAR) {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
@@ -57,10 +67,12 @@ pub fn shared_data(name: &str, what: &str) -> Option<PathBuf> {
     if path.exists() {
         return Some(path);
     }
-    eprintln!(
-        "skipped: {what}: {} not found (set {SHARED_DATA_VAR} or place shared/ beside the \
-         checkout)",
-        path.display()
+    skip(
+        what,
+        &format!(
+            "{} not found (set {SHARED_DATA_VAR} or place shared/ beside the checkout)",
+            path.display()
+        ),
     );
     None
 }

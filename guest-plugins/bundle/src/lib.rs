@@ -54,7 +54,10 @@ mod tests {
             RUST_PLUGINS.len() + PYTHON_PLUGINS.len() - TEST_PLUGINS.len()
         );
         for name in TEST_PLUGINS {
-            assert!(embedded(name).is_some() && !names().any(|n| n == *name), "{name}");
+            assert!(
+                embedded(name).is_some() && !names().any(|n| n == *name),
+                "{name}"
+            );
         }
     }
 }

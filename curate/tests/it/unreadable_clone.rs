@@ -1,8 +1,7 @@
 //! A mirror that lost an object a PR needs (a damaged or partial copy) rejects that PR as
 //! `unreadable_clone`, with the object in the detail, and the run goes on.
 
-mod support;
-
+use crate::support;
 use std::process::Command;
 
 use swerve_curate::{Config, Inputs, Reason};

@@ -4,8 +4,7 @@
 //! oracle, and the problem statement. Prints one `skipped:` line and passes when the shared data
 //! is absent.
 
-mod support;
-
+use crate::support;
 use std::path::Path;
 use std::process::Command;
 

@@ -1,8 +1,6 @@
 //! Test support for curate's integration tests: a run that reads its output back, and a mock
 //! relevant-file model. The inputs come from `swerve_tests::curation`.
 
-#![allow(dead_code, missing_docs)]
-
 use std::path::Path;
 
 use swerve_curate::output::{Funnel, Rejected, Task, read_funnel, read_jsonl};

@@ -2,9 +2,7 @@
 //! sees them. A file of its own: the lifted 40 MiB message would disturb the memory checks of
 //! the other hostile tests if they shared a process.
 
-mod support;
-
-use support::{hostile, sample};
+use crate::support::{hostile, sample};
 use swerve_host::{FailureClass, Host, HostConfig, Isolation, limits};
 
 #[test]

@@ -1,8 +1,6 @@
 //! What the hostile-plugin test files share: samples that pick an attack, and the hostile
 //! plugin under budgets small enough for tests.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeMap;
 
 use swerve_host::{BudgetOverrides, Host, RewardPlugin, Sample};

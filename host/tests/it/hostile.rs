@@ -1,10 +1,8 @@
 //! The hostile-plugin suite: every attack is contained, classified, and the host keeps serving.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use support::{hostile, sample};
+use crate::support::{hostile, sample};
 use swerve_host::{
     BudgetOverrides, FailureClass, Host, HostConfig, Isolation, RewardPlugin, Sample,
 };

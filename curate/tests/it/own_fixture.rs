@@ -5,8 +5,7 @@
 //! (an invalid line, a repeated event, a truncated gzip), stable output, and shards that merge
 //! into what one process writes.
 
-mod support;
-
+use crate::support;
 use std::collections::BTreeMap;
 use std::path::Path;
 

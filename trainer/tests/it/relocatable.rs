@@ -15,7 +15,7 @@ fn trainer_demo_runs_outside_the_source_tree() {
     fs_err::copy(env!("CARGO_BIN_EXE_trainer"), &trainer).unwrap();
 
     // The bundled settings, shortened to a few steps so that the test takes seconds.
-    let settings = include_str!("../configs/swerve-mini-tiny.toml")
+    let settings = include_str!("../../configs/swerve-mini-tiny.toml")
         .replace("max_steps = 200", "max_steps = 2")
         .replace("max_steps = 240", "max_steps = 1")
         .replace("max_completion_length = 192", "max_completion_length = 16")
@@ -23,7 +23,10 @@ fn trainer_demo_runs_outside_the_source_tree() {
             "predict_max_new_tokens = 256",
             "predict_max_new_tokens = 16",
         );
-    assert_ne!(settings, include_str!("../configs/swerve-mini-tiny.toml"));
+    assert_ne!(
+        settings,
+        include_str!("../../configs/swerve-mini-tiny.toml")
+    );
     fs_err::write(work.join("short.toml"), settings).unwrap();
 
     let out = Command::new(&trainer)

@@ -216,7 +216,10 @@ fn check_with_tensorboard_package(runs: &[&Path]) {
         .args(["-c", "import tensorboard"])
         .output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        println!("skipped: the tensorboard Python package is not installed (scripts/setup.sh)");
+        swerve_tests::skip(
+            "reading the event files with the tensorboard package",
+            "the tensorboard Python package is not installed (scripts/setup.sh)",
+        );
         return;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tensorboard/check_events.py");

@@ -5,7 +5,7 @@
 //! refuses fail before any work starts.
 //!
 //! Without a Slurm controller the tests say so in one line and pass, unless
-//! `SWERVE_REQUIRE_SLURM` is set (CI sets it): then they fail.
+//! `SWERVE_NO_SKIP` is set (CI sets it): then they fail.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

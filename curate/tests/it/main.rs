@@ -1,0 +1,10 @@
+//! curate's integration tests, one binary (one link of everything they use): a module per
+//! area.
+
+#[allow(dead_code, missing_docs)]
+mod support;
+
+mod cli;
+mod own_fixture;
+mod shared_fixture;
+mod unreadable_clone;

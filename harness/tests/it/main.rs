@@ -1,0 +1,14 @@
+//! harness's integration tests, one binary (one link of everything they use): a module per
+//! area.
+
+mod cli;
+mod cli_reward;
+mod dataset_parquet;
+mod execute_docker;
+mod grade_fixtures;
+mod install_escapes;
+mod relocatable;
+mod run_docker;
+mod run_v5_rows;
+mod slurm;
+mod tamper;

@@ -1,0 +1,101 @@
+//! What the binaries print, for snapshot tests: every `--help` of a binary, its subcommands'
+//! included, and a command's exit status with its output, run in a fixed environment (no
+//! colour, no `RUST_LOG`, a cache folder of the test's own) so that only the binary decides
+//! what appears.
+
+use std::path::Path;
+use std::process::Command;
+
+/// `bin --help`, then `bin SUB --help` for every subcommand clap lists (depth first, `help`
+/// itself left out), each under a `$ bin … --help` line.
+pub fn help_tree(bin: &Path) -> String {
+    let name = bin
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut out = String::new();
+    help_of(bin, &name, &mut Vec::new(), &mut out);
+    out
+}
+
+fn help_of(bin: &Path, name: &str, path: &mut Vec<String>, out: &mut String) {
+    let mut args = path.clone();
+    args.push("--help".into());
+    let output = command(bin).args(&args).output().expect("run the binary");
+    assert!(output.status.success(), "{name} {args:?} failed");
+    let text = String::from_utf8(output.stdout).expect("UTF-8 help");
+    out.push_str(&format!("$ {name} {}\n{text}\n", args.join(" ")));
+    for sub in subcommands(&text) {
+        path.push(sub);
+        help_of(bin, name, path, out);
+        path.pop();
+    }
+}
+
+/// The names under a help text's `Commands:` heading.
+fn subcommands(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| l.trim() != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs `bin args` in `dir` and writes what a user sees: the command, its exit status and its
+/// standard error (and standard output, when there is any).
+pub fn run(bin: &Path, args: &[&str], dir: &Path) -> String {
+    let output = command(bin)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run the binary");
+    let name = bin
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut out = format!(
+        "$ {name} {}\nexit {}\n",
+        args.join(" "),
+        output
+            .status
+            .code()
+            .map_or_else(|| "by a signal".to_owned(), |c| c.to_string())
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !stdout.is_empty() {
+        out.push_str(&format!("--- stdout\n{stdout}"));
+    }
+    out.push_str(&format!(
+        "--- stderr\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    ));
+    out
+}
+
+fn command(bin: &Path) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("CLICOLOR_FORCE")
+        .env(
+            "SWERVE_CACHE_DIR",
+            std::env::temp_dir().join("swerve-cli-snapshots-cache"),
+        );
+    command
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subcommands_come_from_the_commands_heading() {
+        let help = "Usage: x <COMMAND>\n\nCommands:\n  run    Run\n  clean  Clean\n  help   Print\n\nOptions:\n  -h\n";
+        assert_eq!(subcommands(help), ["run", "clean"]);
+        assert!(subcommands("Usage: x\n\nOptions:\n  -h\n").is_empty());
+    }
+}

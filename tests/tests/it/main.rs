@@ -1,0 +1,5 @@
+//! tests's integration tests, one binary (one link of everything they use): a module per
+//! area.
+
+mod curated_tasks;
+mod swe_rl_plugin;
