@@ -52,22 +52,6 @@ pub fn run(
     progress: &dyn Progress,
 ) -> Result<Funnel, CurateError> {
     config.validate()?;
-    // A missing mirror is counted per pull request, but a missing mirrors folder is a typo.
-    if let Err(source) = fs_err::metadata(&inputs.repos).and_then(|m| {
-        if m.is_dir() {
-            Ok(())
-        } else {
-            Err(std::io::Error::new(
-                std::io::ErrorKind::NotADirectory,
-                "--repos names a file, not a folder of mirrors",
-            ))
-        }
-    }) {
-        return Err(CurateError::Read {
-            path: inputs.repos.clone(),
-            source,
-        });
-    }
     let pool = pool(config.jobs)?;
     let mut timings = BTreeMap::new();
     let started = Instant::now();
