@@ -28,7 +28,6 @@ fn errors_name_what_is_wrong() {
     };
     let cases = [
         run_with(&["--events", "missing", "--repos", "repos"]),
-        run_with(&["--events", "events", "--repos", "no-repos"]),
         run_with(&["--events", "events", "--repos", "repos", "--shard", "2/2"]),
         run_with(&["--events", "events", "--repos", "repos", "--jobs", "0"]),
     ];
