@@ -24,7 +24,8 @@ use crate::model::{AdamW, AdamWConfig, CausalLm};
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// The resume state file: [`RunState`] with the optimiser's step and settings.
 pub const RUN_STATE_FILE: &str = "swerve_run_state.json";
-/// The resume file of checkpoints written before [`RUN_STATE_FILE`] held everything.
+/// The resume file of checkpoints of earlier swerve versions (and the Hugging Face Trainer's own
+/// file, of another schema).
 const EARLIER_STATE_FILE: &str = "trainer_state.json";
 /// Tokenizer files copied into a checkpoint when present next to the given `tokenizer.json`
 /// (the chat template too, so that `--prompt-format template` works on a checkpoint).
@@ -163,26 +164,35 @@ pub fn load_resumable<D: Device<f32>>(dir: &Path, dev: &D) -> Result<Resumed<D>>
 /// Loads a checkpoint: the model, and the optimiser when the directory has resume state.
 pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>> {
     let model = CausalLm::load(dir, dev)?;
-    if dir.join(EARLIER_STATE_FILE).exists() {
-        return Err(Error::Checkpoint {
-            path: dir.to_path_buf(),
-            reason: format!(
-                "written by an earlier swerve (with {EARLIER_STATE_FILE}); its model loads as a \
-                 model folder (--model), not as a run to --resume"
-            ),
-        });
-    }
     let state_path = dir.join(RUN_STATE_FILE);
+    let earlier = || Error::Checkpoint {
+        path: dir.to_path_buf(),
+        reason: format!(
+            "it has {EARLIER_STATE_FILE} (an earlier swerve's, or the Hugging Face Trainer's) \
+             and no {RUN_STATE_FILE} of this version: its model loads as a model folder \
+             (--model), not as a run to --resume"
+        ),
+    };
+    let has_earlier = dir.join(EARLIER_STATE_FILE).exists();
     if !state_path.exists() {
+        if has_earlier {
+            return Err(earlier());
+        }
         return Ok(Loaded {
             model,
             resume: None,
         });
     }
     let text = fs_err::read_to_string(&state_path).map_err(|e| Error::io(&state_path, e))?;
-    let state: ResumeFile = serde_json::from_str(&text).map_err(|source| Error::Json {
-        path: state_path.clone(),
-        source,
+    let state: ResumeFile = serde_json::from_str(&text).map_err(|source| {
+        if has_earlier {
+            earlier()
+        } else {
+            Error::Json {
+                path: state_path.clone(),
+                source,
+            }
+        }
     })?;
     let mut stored = safetensors_io::read_tensors(&dir.join(OPTIMIZER_FILE), None)?;
     let mut opt = AdamW::new(state.adamw);

@@ -249,6 +249,13 @@ fn checkpoint_round_trip_resumes_the_optimiser() {
     assert_eq!(host(&loaded.params), host(&model.params));
     assert!(Tokenizer::from_file(&ckpt.join("tokenizer.json")).is_ok());
     assert_eq!(loss_of(&loaded), after);
+
+    // A folder with the Hugging Face Trainer's (or an earlier swerve's) resume file is not
+    // taken for a run of this version.
+    fs_err::remove_file(ckpt.join(checkpoint::RUN_STATE_FILE)).unwrap();
+    fs_err::write(ckpt.join("trainer_state.json"), "{}").unwrap();
+    let err = checkpoint::load::<f32, Cpu>(&ckpt, &dev).unwrap_err().to_string();
+    assert!(err.contains("trainer_state.json"), "{err}");
 }
 
 fn host(params: &ModelParams<f32, Cpu>) -> Vec<(String, Vec<f32>)> {
