@@ -254,7 +254,9 @@ fn checkpoint_round_trip_resumes_the_optimiser() {
     // taken for a run of this version.
     fs_err::remove_file(ckpt.join(checkpoint::RUN_STATE_FILE)).unwrap();
     fs_err::write(ckpt.join("trainer_state.json"), "{}").unwrap();
-    let err = checkpoint::load::<f32, Cpu>(&ckpt, &dev).unwrap_err().to_string();
+    let err = checkpoint::load::<f32, Cpu>(&ckpt, &dev)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("trainer_state.json"), "{err}");
 }
 
