@@ -9,10 +9,7 @@ use std::process::Command;
 /// `bin --help`, then `bin SUB --help` for every subcommand clap lists (depth first, `help`
 /// itself left out), each under a `$ bin … --help` line.
 pub fn help_tree(bin: &Path) -> String {
-    let name = bin
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = name(bin);
     let mut out = String::new();
     help_of(bin, &name, &mut Vec::new(), &mut out);
     out
@@ -52,10 +49,7 @@ pub fn run(bin: &Path, args: &[&str], dir: &Path) -> String {
         .current_dir(dir)
         .output()
         .expect("run the binary");
-    let name = bin
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = name(bin);
     let mut out = format!(
         "$ {name} {}\nexit {}\n",
         args.join(" "),
@@ -73,6 +67,13 @@ pub fn run(bin: &Path, args: &[&str], dir: &Path) -> String {
         String::from_utf8_lossy(&output.stderr)
     ));
     out
+}
+
+/// The binary's file name, as a user types it.
+fn name(bin: &Path) -> String {
+    bin.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn command(bin: &Path) -> Command {
