@@ -23,7 +23,7 @@ fn plugin() -> &'static RewardPlugin {
             memory_bytes: Some(128 << 20),
             ..BudgetOverrides::default()
         };
-        host.load_reward(&swerve_host::bundled::expect("hostile"), &budgets)
+        host.load_reward(&swerve_host::bundled::require("hostile").expect("hostile is bundled"), &budgets)
             .expect("hostile plugin loads")
     })
 }
