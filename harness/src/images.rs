@@ -209,8 +209,13 @@ pub fn env_spec(repo: &str, version: &str, env: &RepoEnv, base_image: &str) -> E
 }
 
 /// Where a repository's clone source is under `repos_dir`: `<name>.bundle`,
-/// `<owner>__<name>.bundle`, or a git folder `<name>/` or `<owner>__<name>/`.
+/// `<owner>__<name>.bundle`, a git folder `<name>/` or `<owner>__<name>/`, or the bare mirror
+/// `<owner>/<name>.git` that `curate` reads.
 pub fn repo_source(repos_dir: &Path, repo: &str) -> Result<RepoSource, ImagesError> {
+    let mirror = repos_dir.join(format!("{repo}.git"));
+    if repo.contains('/') && mirror.join("HEAD").is_file() {
+        return Ok(RepoSource::Path(mirror));
+    }
     let name = repo.rsplit('/').next().unwrap_or(repo);
     let flat = repo.replace('/', "__");
     for stem in [name, flat.as_str()] {

@@ -240,6 +240,16 @@ impl Mirror {
             .map_err(self.fail(format!("read blob {id}")))
     }
 
+    /// Whether `patch` applies cleanly to `commit`'s tree (`git apply --check`; nothing is
+    /// written). `Ok(false)` when it does not apply or is not a diff at all.
+    pub fn applies(&self, commit: ObjectId, patch: &str) -> Result<bool, MirrorError> {
+        let tree = self.git_tree(commit)?;
+        let Ok(diff) = git2::Diff::from_buffer(patch.as_bytes()) else {
+            return Ok(false);
+        };
+        Ok(self.repo.apply_to_tree(&tree, &diff, None).is_ok())
+    }
+
     /// Every file path (blobs) in `commit`'s tree.
     pub fn files(&self, commit: ObjectId) -> Result<Vec<String>, MirrorError> {
         let tree = self.git_tree(commit)?;

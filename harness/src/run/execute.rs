@@ -54,6 +54,10 @@ pub struct ExecuteConfig {
     pub mode: Mode,
     /// Container limits, as `harness run`'s (default: [`Limits::default`], no network).
     pub limits: Limits,
+    /// Whether an empty patch is evaluated (the row's tests on its base commit with its test
+    /// patch, as `curate validate` needs before the fix) instead of counting as not run, as a
+    /// reward sees an empty completion. Default `false`.
+    pub run_empty_patches: bool,
 }
 
 impl Default for ExecuteConfig {
@@ -65,6 +69,7 @@ impl Default for ExecuteConfig {
             timeout: swerve_cli::DEFAULT_EXECUTE_TIMEOUT,
             mode: Mode::Hardened,
             limits: Limits::default(),
+            run_empty_patches: false,
         }
     }
 }
@@ -275,7 +280,7 @@ impl ExecutorState {
         let Some(row) = self.rows.get(instance_id) else {
             return infra(format!("instance `{instance_id}` is not in the dataset"));
         };
-        if patch.trim().is_empty() {
+        if patch.trim().is_empty() && !self.config.run_empty_patches {
             return not_run(row, false);
         }
         let key = ExecutionCache::key(instance_id, &patch);

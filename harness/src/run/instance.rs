@@ -75,7 +75,8 @@ pub struct RunContext {
 pub struct Job {
     /// The dataset row.
     pub row: Instance,
-    /// The model patch (not empty).
+    /// The model patch; empty only for a single execution of the base
+    /// ([`super::execute::ExecuteConfig::run_empty_patches`]).
     pub patch: String,
     /// The eval script to write to `eval.sh`.
     pub eval_script: String,
@@ -258,15 +259,23 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         "Intermediate patch for {id} written to {}, now applying to container...",
         job.dir.join("patch.diff").display()
     ));
-    match apply_patch(&container, step).await? {
-        ApplyOutcome::Applied { output, .. } => {
-            log.info(&format!(">>>>> Applied Patch:\n{output}"))
-        }
-        ApplyOutcome::AlreadyApplied => log.info(">>>>> Applied Patch: verified already applied"),
-        ApplyOutcome::Failed { output } => {
-            log.info(&format!(">>>>> Patch Apply Failed:\n{output}"));
-            container.remove().await?;
-            return Ok(Record::new(OutcomeKind::PatchApplyFailed));
+    if job.patch.trim().is_empty() {
+        // Only single executions that ask for it get here (`curate validate`'s runs before the
+        // fix): the row's tests on the base commit and its test patch.
+        log.info(">>>>> No patch to apply: the tests run on the base commit");
+    } else {
+        match apply_patch(&container, step).await? {
+            ApplyOutcome::Applied { output, .. } => {
+                log.info(&format!(">>>>> Applied Patch:\n{output}"))
+            }
+            ApplyOutcome::AlreadyApplied => {
+                log.info(">>>>> Applied Patch: verified already applied")
+            }
+            ApplyOutcome::Failed { output } => {
+                log.info(&format!(">>>>> Patch Apply Failed:\n{output}"));
+                container.remove().await?;
+                return Ok(Record::new(OutcomeKind::PatchApplyFailed));
+            }
         }
     }
     let before = steps.diff_before(&container, job, log, step).await?;
