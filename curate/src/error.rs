@@ -53,6 +53,25 @@ pub enum CurateError {
         #[source]
         source: serde_json::Error,
     },
+    /// A `curate validate` task row without a field it needs.
+    #[error("{}:{line}: field `{field}` is missing or not a string", path.display())]
+    Field {
+        /// The tasks file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The field.
+        field: &'static str,
+    },
+    /// The sandbox executor or the log parser plugin could not be started.
+    #[error("cannot start {what}")]
+    Executor {
+        /// What was being started.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// `tasks.parquet` could not be written.
     #[error("cannot write parquet {}", path.display())]
     Parquet {

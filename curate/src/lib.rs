@@ -5,9 +5,14 @@
 //! `trainer sft`/`trainer grpo` and the SWE-RL reward read as they are (`tasks.jsonl`), with a
 //! reason for every other PR (`rejected.jsonl`) and the funnel (`funnel.json`).
 //!
-//! It is not a GitHub client (it reads local files and clones only; the one optional network
-//! call is to a relevant-file model the user runs), not a judge of whether an issue describes a
-//! bug, and not an environment builder: rows carry no `FAIL_TO_PASS` tests and no image.
+//! `curate validate` ([`validate`]) then makes tasks executable: an environment [`recipe`] from
+//! each repository's own files, and FAIL_TO_PASS / PASS_TO_PASS derived by running the tests
+//! before and after the fix through the harness's own execution path.
+//!
+//! It is not a GitHub client (it reads local files and clones only; the optional network calls
+//! are to a relevant-file model the user runs, and PyPI while an environment image is built),
+//! not a judge of whether an issue describes a bug, and not a second harness: validation runs
+//! through `swerve-harness`.
 //!
 //! Stages, one module each: [`events`] → [`spill`] (partitions on disk, so memory stays
 //! flat) → [`aggregate`] → each repository's bare mirror read through `swerve-mirror` (with
@@ -29,9 +34,11 @@ pub mod output;
 pub mod paths;
 pub mod pipeline;
 pub mod progress;
+pub mod recipe;
 pub mod relevant;
 pub mod spill;
 pub mod table;
+pub mod validate;
 
 pub use config::{Config, Shard};
 pub use error::CurateError;

@@ -26,6 +26,11 @@ struct Cli {
 enum Command {
     /// Read events and clones, write tasks.jsonl, rejected.jsonl and funnel.json.
     Run(RunArgs),
+    /// Make tasks executable: build their environments, run their tests before and after the fix
+    ///
+    /// Writes instances.jsonl (SWE-bench 5 rows with FAIL_TO_PASS / PASS_TO_PASS),
+    /// environments.json, rejected.jsonl and funnel.json.
+    Validate(ValidateArgs),
     /// Join the output folders of `run --shard K/N` into what one process writes.
     Merge {
         /// Shard output folders.
@@ -98,6 +103,30 @@ struct RunArgs {
     slurm_tasks: usize,
 }
 
+#[derive(clap::Args)]
+struct ValidateArgs {
+    /// Task rows: `curate run`'s tasks.jsonl, or any rows with repo, base_commit, patch and
+    /// test_patch.
+    #[arg(long)]
+    tasks: PathBuf,
+    /// Folder of bare mirrors `<owner>/<name>.git`.
+    #[arg(long)]
+    repos: PathBuf,
+    /// Output folder (a rerun resumes from its validate_state.jsonl).
+    #[arg(long)]
+    output: PathBuf,
+    /// Containers at once.
+    #[arg(long, default_value_t = 2, value_parser = swerve_cli::count)]
+    jobs: usize,
+    /// Runs of each side (before and after the fix); a test whose status differs between runs
+    /// is flaky.
+    #[arg(long, default_value_t = 2, value_parser = swerve_cli::count)]
+    runs: usize,
+    /// Limit for one run's tests, in seconds.
+    #[arg(long, default_value_t = 1800, value_parser = swerve_cli::count)]
+    timeout: usize,
+}
+
 /// Where `curate run` does its work.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Executor {
@@ -151,7 +180,7 @@ impl RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     cli.verbosity.init_logging();
-    swerve_cli::finish(run(cli).map(|()| Exit::Success), |error| {
+    swerve_cli::finish(run(cli), |error| {
         error.chain().find_map(|cause| {
             matches!(
                 cause.downcast_ref(),
@@ -251,7 +280,7 @@ fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funn
     Ok(funnel)
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<Exit> {
     let funnel = match cli.command {
         Command::Run(args) => {
             let mut config = args.config()?;
@@ -287,7 +316,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         if !cli.verbosity.quiet {
                             eprintln!("{}", funnel.summary());
                         }
-                        return Ok(());
+                        return Ok(Exit::Success);
                     }
                     None => submit(&args, &output)?,
                 }
@@ -296,6 +325,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     .with_context(|| format!("curate run into {}", output.dir.display()))?
             }
         }
+        Command::Validate(args) => return validate(&args, &cli.verbosity),
         Command::Merge {
             shards,
             output,
@@ -312,5 +342,46 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if !cli.verbosity.quiet {
         eprintln!("{}", funnel.summary());
     }
-    Ok(())
+    Ok(Exit::Success)
+}
+
+/// `curate validate`: the funnel on stderr; exit 3 (unfinished work) when a task ended in an
+/// infrastructure error, which a rerun retries.
+fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
+    let config = swerve_curate::validate::ValidateConfig {
+        tasks: args.tasks.clone(),
+        repos: args.repos.clone(),
+        output: args.output.clone(),
+        jobs: args.jobs,
+        runs: args.runs,
+        timeout: std::time::Duration::from_secs(args.timeout as u64),
+    };
+    let host = swerve_host::Host::new(swerve_host::HostConfig {
+        cache_dir: Some(swerve_host::default_precompile_dir()),
+        ..swerve_host::HostConfig::default()
+    })?;
+    let evaluator = host
+        .load_evaluator(
+            &swerve_host::bundled::require("swebench-parsers")?,
+            &Default::default(),
+        )
+        .context("cannot load the swebench-parsers log parser")?;
+    let quiet = verbosity.quiet;
+    let funnel = swerve_curate::validate::validate(&config, evaluator, &|line| {
+        if !quiet {
+            eprintln!("{line}");
+        }
+    })
+    .with_context(|| format!("curate validate into {}", args.output.display()))?;
+    if !quiet {
+        eprintln!("{}", funnel.summary());
+    }
+    let infra = funnel.rejected.get("infra_error").copied().unwrap_or(0);
+    if infra > 0 {
+        eprintln!(
+            "{infra} tasks ended in an infrastructure error; rerun the same command to retry them"
+        );
+        return Ok(Exit::Incomplete);
+    }
+    Ok(Exit::Success)
 }

@@ -1,7 +1,7 @@
 //! Shared fixtures for swerve's end-to-end tests and benchmarks: where the repository and the
 //! optional shared data folder are, and the SWE-RL development vectors (the repository's copy in
 //! `guest-plugins/swe-rl/tests/data/`), and the curation inputs the project writes itself
-//! ([`curation`]). Test code only; nothing here ships.
+//! ([`curation`]) and the repositories `curate validate` is tested on ([`environments`]). Test code only; nothing here ships.
 
 use std::path::PathBuf;
 
@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 pub mod cli;
 pub mod curation;
+pub mod environments;
 
 /// The repository's root folder.
 pub fn repo_root() -> PathBuf {

@@ -8,3 +8,4 @@ mod cli;
 mod own_fixture;
 mod shared_fixture;
 mod unreadable_clone;
+mod validate;

@@ -87,6 +87,21 @@ impl WorkRepo {
         self.rev("HEAD")
     }
 
+    /// `git diff from to -- paths`, exactly as git prints it (a patch to apply).
+    pub fn diff(&self, from: &str, to: &str, paths: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["diff", "--no-color", "--no-ext-diff", from, to, "--"])
+            .args(paths)
+            .current_dir(&self.dir)
+            .env("HOME", &self.home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", self.home.join("gitconfig"))
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git diff failed");
+        String::from_utf8(out.stdout).expect("a text patch")
+    }
+
     /// Checks out `branch`.
     pub fn checkout(&self, branch: &str) {
         if self.git(&["symbolic-ref", "--short", "HEAD"]) != branch {

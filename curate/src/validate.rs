@@ -1,0 +1,921 @@
+//! `curate validate`: from curated tasks to executable SWE-bench 5 rows, with FAIL_TO_PASS and
+//! PASS_TO_PASS derived by running the tests (`../shared/specs/environments.md` §2).
+//!
+//! For each task: the repository's files at the base commit give an environment [`recipe`];
+//! the test patch and the gold patch must apply at the base commit; then the test files the
+//! test patch touches run `runs` times before the fix (base + test patch) and after it (base +
+//! test patch + gold), each run in a fresh container, through `harness run`'s own path (the
+//! same images, eval script, hardened mode, log parser and grading: [`PatchExecutor`]).
+//! FAIL_TO_PASS: failed or absent in every run before and passed in every run after;
+//! PASS_TO_PASS: passed in every run of both sides; a test whose status differs between runs
+//! of one side is flaky and in neither list. A task is kept when FAIL_TO_PASS is not empty and
+//! its gold patch is then graded resolved, in one more run, by the row as written.
+//!
+//! Every task ends as one line of `validate_state.jsonl` (kept or dropped with a
+//! [`DropReason`]), appended when it ends: a killed run resumes from that file, redoing only
+//! tasks without a line and those that ended in an infrastructure error. The output files are
+//! rewritten from it at the end of every run.
+//!
+//! Network: only while an environment or instance image is built; the tests run without it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use swerve_harness::images::{Environments, RepoEnv, stable_image_name, swebench_arch};
+use swerve_harness::run::eval_script::{diff_paths, script_from_spec};
+use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
+use swerve_harness::run::source::DatasetSource;
+use swerve_host::{Execution, Status};
+use swerve_mirror::Mirror;
+use swerve_swebench::dataset::Instance;
+
+use crate::error::CurateError;
+use crate::recipe::{self, Files, Recipe};
+
+/// A `curate validate` run.
+#[derive(Debug, Clone)]
+pub struct ValidateConfig {
+    /// `tasks.jsonl` of `curate run`, or any rows with `repo`, `base_commit`, `patch` and
+    /// `test_patch`.
+    pub tasks: PathBuf,
+    /// The bare mirrors, `<owner>/<name>.git`, as `curate run` reads them.
+    pub repos: PathBuf,
+    /// Where the output files go.
+    pub output: PathBuf,
+    /// Containers at once.
+    pub jobs: usize,
+    /// Runs of each side.
+    pub runs: usize,
+    /// Limit for one run's tests.
+    pub timeout: Duration,
+}
+
+/// Why a task was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The repository's files give no environment recipe (or no mirror or base commit).
+    NoRecipe,
+    /// Building the environment or instance image failed.
+    InstallFailed,
+    /// The test patch touches no file, or there is none.
+    NoTestFiles,
+    /// No test was collected on either side.
+    TestsNotCollected,
+    /// The test patch does not apply at the base commit.
+    TestPatchFailed,
+    /// The gold patch does not apply at the base commit.
+    GoldApplyFailed,
+    /// Tests still fail after the gold patch (or the gold patch is not graded resolved).
+    GoldFails,
+    /// No test fails before and passes after.
+    NoFailToPass,
+    /// The only candidates changed status between runs.
+    Flaky,
+    /// A run hit the time limit (not the task's fault).
+    TimedOut,
+    /// The infrastructure failed (not the task's fault); retried on resume.
+    InfraError,
+}
+
+impl DropReason {
+    /// The reason as written in `rejected.jsonl`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::NoRecipe => "no_recipe",
+            DropReason::InstallFailed => "install_failed",
+            DropReason::NoTestFiles => "no_test_files",
+            DropReason::TestsNotCollected => "tests_not_collected",
+            DropReason::TestPatchFailed => "test_patch_failed",
+            DropReason::GoldApplyFailed => "gold_apply_failed",
+            DropReason::GoldFails => "gold_fails",
+            DropReason::NoFailToPass => "no_fail_to_pass",
+            DropReason::Flaky => "flaky",
+            DropReason::TimedOut => "timed_out",
+            DropReason::InfraError => "infra_error",
+        }
+    }
+}
+
+/// How one task ended: a line of `validate_state.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskEnd {
+    /// The task's content key (its row's digest): an edited row is validated again.
+    pub key: String,
+    /// The instance id.
+    pub instance_id: String,
+    /// The repository.
+    pub repo: String,
+    /// Kept (the SWE-bench 5 row and its environment) or dropped.
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// Flaky tests seen (in neither list).
+    #[serde(default)]
+    pub flaky: Vec<String>,
+    /// Seconds per stage.
+    #[serde(default)]
+    pub seconds: BTreeMap<String, f64>,
+}
+
+/// A task's verdict.
+// One per task, written once: the kept variant's size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Validated.
+    Kept {
+        /// The SWE-bench 5 row (the task's own fields kept).
+        row: Map<String, Value>,
+        /// Its environment spec.
+        env: RepoEnv,
+    },
+    /// Dropped.
+    Dropped {
+        /// Why.
+        reason: DropReason,
+        /// What showed it.
+        detail: String,
+        /// The log folder that shows it, when tests ran.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        log: Option<PathBuf>,
+    },
+}
+
+/// `funnel.json`: what a validation did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ValidateFunnel {
+    /// Task rows read.
+    pub tasks_in: usize,
+    /// Tasks kept.
+    pub validated: usize,
+    /// Dropped tasks per reason.
+    pub rejected: BTreeMap<String, usize>,
+    /// Flaky tests seen over all tasks.
+    pub flaky_tests: usize,
+    /// Tasks ended in earlier runs and reused.
+    pub reused: usize,
+    /// Seconds per stage, summed over the tasks of this run.
+    pub stage_seconds: BTreeMap<String, f64>,
+    /// Environment (version-group) images the kept tasks use.
+    pub environments: usize,
+    /// Test runs in containers made by this run.
+    pub sandbox_runs: u64,
+}
+
+impl ValidateFunnel {
+    /// One line for stderr.
+    pub fn summary(&self) -> String {
+        let dropped: usize = self.rejected.values().sum();
+        let reasons: Vec<String> = self
+            .rejected
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        format!(
+            "{} tasks: {} validated, {} rejected{}; {} from an earlier run; {} test runs",
+            self.tasks_in,
+            self.validated,
+            dropped,
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            },
+            self.reused,
+            self.sandbox_runs
+        )
+    }
+}
+
+/// The state file in the output folder.
+pub const STATE_FILE: &str = "validate_state.jsonl";
+
+/// One task row read from `--tasks`.
+struct TaskRow {
+    line: usize,
+    row: Map<String, Value>,
+    instance_id: String,
+    repo: String,
+    base_commit: String,
+    patch: String,
+    test_patch: String,
+    key: String,
+}
+
+/// Runs the validation and writes the output files; returns the funnel.
+pub fn validate(
+    config: &ValidateConfig,
+    evaluator: swerve_host::EvaluatorPlugin,
+    progress: &dyn Fn(&str),
+) -> Result<ValidateFunnel, CurateError> {
+    let tasks = read_tasks(&config.tasks)?;
+    fs_err::create_dir_all(&config.output).map_err(|source| CurateError::Write {
+        path: config.output.clone(),
+        source,
+    })?;
+    let state_path = config.output.join(STATE_FILE);
+    let earlier = read_state(&state_path);
+    let mut funnel = ValidateFunnel {
+        tasks_in: tasks.len(),
+        ..ValidateFunnel::default()
+    };
+    let mut ends: BTreeMap<String, TaskEnd> = BTreeMap::new();
+    let mut pending = Vec::new();
+    for task in &tasks {
+        match earlier.get(&task.key) {
+            Some(end) if !is_retried(end) => {
+                funnel.reused += 1;
+                ends.insert(task.instance_id.clone(), end.clone());
+            }
+            _ => pending.push(task),
+        }
+    }
+    if funnel.reused > 0 {
+        progress(&format!(
+            "{} tasks ended in an earlier run, skipping them",
+            funnel.reused
+        ));
+    }
+    let mut state = StateWriter::open(&state_path)?;
+
+    // Static checks and recipes.
+    let mut runnable: Vec<(&TaskRow, Recipe, Instant)> = Vec::new();
+    for task in pending {
+        let started = Instant::now();
+        match prepare(config, task) {
+            Ok(recipe) => runnable.push((task, recipe, started)),
+            Err((reason, detail)) => {
+                let end = dropped(task, reason, detail, None, started);
+                state.push(&end)?;
+                ends.insert(task.instance_id.clone(), end);
+            }
+        }
+    }
+
+    if !runnable.is_empty() {
+        progress(&format!(
+            "Running the tests of {} tasks, {} runs before and after the fix",
+            runnable.len(),
+            config.runs
+        ));
+        let validated = run_tests(config, &evaluator, &runnable, &mut funnel, progress)?;
+        for end in validated {
+            state.push(&end)?;
+            ends.insert(end.instance_id.clone(), end);
+        }
+    }
+
+    write_outputs(&config.output, &tasks, &ends, &mut funnel)?;
+    Ok(funnel)
+}
+
+/// Whether an earlier end is redone on resume (an infrastructure failure).
+fn is_retried(end: &TaskEnd) -> bool {
+    matches!(
+        end.verdict,
+        Verdict::Dropped {
+            reason: DropReason::InfraError,
+            ..
+        }
+    )
+}
+
+fn dropped(
+    task: &TaskRow,
+    reason: DropReason,
+    detail: String,
+    log: Option<PathBuf>,
+    started: Instant,
+) -> TaskEnd {
+    TaskEnd {
+        key: task.key.clone(),
+        instance_id: task.instance_id.clone(),
+        repo: task.repo.clone(),
+        verdict: Verdict::Dropped {
+            reason,
+            detail,
+            log,
+        },
+        flaky: Vec::new(),
+        seconds: BTreeMap::from([("total".to_owned(), started.elapsed().as_secs_f64())]),
+    }
+}
+
+/// The checks that need no container, and the recipe.
+fn prepare(config: &ValidateConfig, task: &TaskRow) -> Result<Recipe, (DropReason, String)> {
+    if diff_paths(&task.test_patch).is_empty() {
+        return Err((
+            DropReason::NoTestFiles,
+            "the test patch touches no file".to_owned(),
+        ));
+    }
+    let no_recipe = |e: String| (DropReason::NoRecipe, e);
+    let mirror = Mirror::open(&config.repos, &task.repo).map_err(|e| no_recipe(e.to_string()))?;
+    let base = mirror.commit(&task.base_commit).ok_or_else(|| {
+        no_recipe(format!(
+            "base commit {} is not in {}",
+            task.base_commit,
+            mirror.path().display()
+        ))
+    })?;
+    let applies = |patch: &str| {
+        mirror
+            .applies(base, patch)
+            .map_err(|e| no_recipe(e.to_string()))
+    };
+    if !applies(&task.test_patch)? {
+        return Err((
+            DropReason::TestPatchFailed,
+            format!("the test patch does not apply at {}", task.base_commit),
+        ));
+    }
+    if !applies(&task.patch)? {
+        return Err((
+            DropReason::GoldApplyFailed,
+            format!("the gold patch does not apply at {}", task.base_commit),
+        ));
+    }
+    let tree = mirror.tree(base).map_err(|e| no_recipe(e.to_string()))?;
+    let mut files = Files::new();
+    for path in mirror
+        .files(base)
+        .map_err(|e| no_recipe(e.to_string()))?
+        .into_iter()
+        .filter(|p| recipe::is_recipe_file(p))
+    {
+        if let Some(id) = tree.blob(&path) {
+            let bytes = mirror.blob(id).map_err(|e| no_recipe(e.to_string()))?;
+            files.insert(path, String::from_utf8_lossy(&bytes).into_owned());
+        }
+    }
+    recipe::derive(&files).map_err(|e| no_recipe(e.to_string()))
+}
+
+/// The harness row of a task: the task's fields, its recipe's version, and empty test lists.
+fn instance(task: &TaskRow, version: &str, tasks: &Path) -> Result<Instance, CurateError> {
+    let mut row = task.row.clone();
+    row.insert("instance_id".into(), task.instance_id.clone().into());
+    row.insert("version".into(), version.into());
+    row.insert("FAIL_TO_PASS".into(), Value::Array(Vec::new()));
+    row.insert("PASS_TO_PASS".into(), Value::Array(Vec::new()));
+    for field in ["image", "eval_script", "log_parser", "eval_type"] {
+        row.remove(field);
+    }
+    serde_json::from_value(Value::Object(row)).map_err(|source| CurateError::Row {
+        path: tasks.to_owned(),
+        line: task.line,
+        source,
+    })
+}
+
+/// Which side of the fix a run is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Before,
+    After,
+}
+
+/// The statuses of one side over its runs, or why they cannot be used.
+enum SideResult {
+    Statuses(Vec<BTreeMap<String, Status>>),
+    Failed(DropReason, String),
+}
+
+fn side_result(executions: Vec<Execution>, logs: &Path, id: &str, side: Side) -> SideResult {
+    let mut out = Vec::new();
+    for (run, execution) in executions.into_iter().enumerate() {
+        if let Some(error) = execution.infra_error {
+            let reason = if error.contains("cannot build image swerve-env")
+                || error.contains("cannot build image swerve-eval")
+            {
+                DropReason::InstallFailed
+            } else {
+                DropReason::InfraError
+            };
+            return SideResult::Failed(reason, error);
+        }
+        if execution.tests.is_empty() && timed_out(logs, run, id, side) {
+            return SideResult::Failed(
+                DropReason::TimedOut,
+                format!("{side:?} run {} hit the time limit", run + 1),
+            );
+        }
+        out.push(execution.tests);
+    }
+    SideResult::Statuses(out)
+}
+
+/// Whether the run's `test_output.txt` ends with the harness's timeout line.
+fn timed_out(logs: &Path, run: usize, id: &str, side: Side) -> bool {
+    side_logs(logs, run, id, side).iter().any(|dir| {
+        fs_err::read_to_string(dir.join("test_output.txt"))
+            .is_ok_and(|t| t.contains("\n\nTimeout error: "))
+    })
+}
+
+/// The log folders of one side of one run (`<logs>/run-<n>/<id>/<key>/`, told apart by whether
+/// `patch.diff` is empty).
+fn side_logs(logs: &Path, run: usize, id: &str, side: Side) -> Vec<PathBuf> {
+    let dir = logs.join(format!("run-{}", run + 1)).join(id);
+    let Ok(entries) = fs_err::read_dir(&dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let empty = fs_err::read_to_string(p.join("patch.diff"))
+                .map(|t| t.trim().is_empty())
+                .unwrap_or(false);
+            empty == (side == Side::Before)
+        })
+        .collect()
+}
+
+/// Whether a run collected any test: a status map holding only `ERROR`s of whole files (what
+/// pytest reports for a test file that does not import) collected none.
+fn collected(statuses: &BTreeMap<String, Status>) -> bool {
+    statuses.iter().any(|(name, status)| {
+        let file_error =
+            status.as_str() == "ERROR" && !name.contains("::") && name.ends_with(".py");
+        !file_error
+    })
+}
+
+/// A test's statuses over runs: the same in every run, or flaky.
+fn stable(runs: &[BTreeMap<String, Status>], test: &str) -> Option<Option<bool>> {
+    let mut seen: Option<Option<bool>> = None;
+    for run in runs {
+        let passed = run.get(test).map(|s| s.is_pass());
+        match seen {
+            None => seen = Some(passed),
+            Some(p) if p != passed => return None,
+            Some(_) => {}
+        }
+    }
+    seen
+}
+
+/// The lists of §2 from the two sides' runs.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Lists {
+    fail_to_pass: Vec<String>,
+    pass_to_pass: Vec<String>,
+    flaky: Vec<String>,
+    failing_after: Vec<String>,
+}
+
+fn derive_lists(before: &[BTreeMap<String, Status>], after: &[BTreeMap<String, Status>]) -> Lists {
+    let names: BTreeSet<&String> = before.iter().chain(after).flat_map(|m| m.keys()).collect();
+    let mut lists = Lists::default();
+    for name in names {
+        // `None`: flaky; `Some(None)`: absent in every run; `Some(Some(p))`: passed or not.
+        let (b, a) = (stable(before, name), stable(after, name));
+        match (b, a) {
+            (None, _) | (_, None) => lists.flaky.push(name.clone()),
+            (Some(b), Some(a)) => {
+                let passed_before = b == Some(true);
+                let passed_after = a == Some(true);
+                if !passed_before && passed_after {
+                    lists.fail_to_pass.push(name.clone());
+                } else if passed_before && passed_after {
+                    lists.pass_to_pass.push(name.clone());
+                } else if a.is_some() && !passed_after {
+                    lists.failing_after.push(name.clone());
+                }
+            }
+        }
+    }
+    lists
+}
+
+/// Runs both sides `runs` times, derives the lists, and confirms the kept tasks' gold patches.
+fn run_tests(
+    config: &ValidateConfig,
+    evaluator: &swerve_host::EvaluatorPlugin,
+    runnable: &[(&TaskRow, Recipe, Instant)],
+    funnel: &mut ValidateFunnel,
+    progress: &dyn Fn(&str),
+) -> Result<Vec<TaskEnd>, CurateError> {
+    let logs = config.output.join("logs");
+    let mut environments = Environments::default();
+    let mut rows = Vec::new();
+    for (task, recipe, _) in runnable {
+        let version = recipe.version();
+        environments
+            .0
+            .entry(task.repo.clone())
+            .or_default()
+            .insert(version.clone(), recipe.env.clone());
+        rows.push(instance(task, &version, &config.tasks)?);
+    }
+    let source = |rows: Vec<Instance>| DatasetSource {
+        name: "curate-validate".to_owned(),
+        rows_file: config.tasks.clone(),
+        all_ids: rows.iter().map(|r| r.instance_id.clone()).collect(),
+        rows,
+        environments: environments.clone(),
+        repos_dir: config.repos.clone(),
+    };
+    let executor = |rows: Vec<Instance>, name: String| {
+        let execute = ExecuteConfig {
+            run_id: format!("validate-{}-{name}", std::process::id()),
+            work_dir: logs.join(&name),
+            workers: config.jobs.max(1),
+            timeout: config.timeout,
+            run_empty_patches: true,
+            ..ExecuteConfig::default()
+        };
+        PatchExecutor::new(source(rows), evaluator.clone(), execute).map_err(|e| {
+            CurateError::Executor {
+                what: "the sandbox executor",
+                source: e.into(),
+            }
+        })
+    };
+
+    // runs × (before, after), one executor per run so that each run is a fresh container.
+    let mut sides: Vec<(Vec<Execution>, Vec<Execution>)> =
+        vec![(Vec::new(), Vec::new()); runnable.len()];
+    let tests_started = Instant::now();
+    for run in 0..config.runs.max(1) {
+        let exec = executor(rows.clone(), format!("run-{}", run + 1))?;
+        let pending: Vec<_> = runnable
+            .iter()
+            .map(|(task, _, _)| {
+                (
+                    exec.submit(&task.instance_id, ""),
+                    exec.submit(&task.instance_id, &task.patch),
+                )
+            })
+            .collect();
+        for (i, (before, after)) in pending.into_iter().enumerate() {
+            sides[i].0.push(before.wait());
+            sides[i].1.push(after.wait());
+        }
+        funnel.sandbox_runs += exec.sandbox_runs();
+        progress(&format!("run {} of {} done", run + 1, config.runs.max(1)));
+    }
+    let tests_seconds = tests_started.elapsed().as_secs_f64() / runnable.len() as f64;
+
+    let mut ends = Vec::new();
+    let mut candidates: Vec<(usize, Instance, Lists)> = Vec::new();
+    for (i, ((task, _, started), (before, after))) in runnable.iter().zip(sides).enumerate() {
+        let log = Some(logs.join("run-1").join(&task.instance_id));
+        let (before, after) = match (
+            side_result(before, &logs, &task.instance_id, Side::Before),
+            side_result(after, &logs, &task.instance_id, Side::After),
+        ) {
+            (SideResult::Failed(reason, detail), _) | (_, SideResult::Failed(reason, detail)) => {
+                ends.push(dropped(task, reason, detail, log, *started));
+                continue;
+            }
+            (SideResult::Statuses(b), SideResult::Statuses(a)) => (b, a),
+        };
+        if !before.iter().chain(&after).any(collected) {
+            ends.push(dropped(
+                task,
+                DropReason::TestsNotCollected,
+                "no test was collected in any run (only collection errors, or nothing)".to_owned(),
+                log,
+                *started,
+            ));
+            continue;
+        }
+        let lists = derive_lists(&before, &after);
+        if lists.fail_to_pass.is_empty() {
+            let (reason, detail) = if !lists.flaky.is_empty() {
+                (
+                    DropReason::Flaky,
+                    format!("flaky between runs: {}", lists.flaky.join(", ")),
+                )
+            } else if !lists.failing_after.is_empty() {
+                (
+                    DropReason::GoldFails,
+                    format!("failing after the fix: {}", lists.failing_after.join(", ")),
+                )
+            } else {
+                (
+                    DropReason::NoFailToPass,
+                    "every test passes before the fix".to_owned(),
+                )
+            };
+            let mut end = dropped(task, reason, detail, log, *started);
+            end.flaky = lists.flaky;
+            ends.push(end);
+            continue;
+        }
+        let mut row = rows[i].clone();
+        row.fail_to_pass = lists.fail_to_pass.clone();
+        row.pass_to_pass = lists.pass_to_pass.clone();
+        candidates.push((i, row, lists));
+    }
+
+    // The rows as written, graded by the harness on one more gold run.
+    if !candidates.is_empty() {
+        progress(&format!(
+            "Confirming {} tasks: gold patch graded by the derived lists",
+            candidates.len()
+        ));
+        let exec = executor(
+            candidates.iter().map(|(_, row, _)| row.clone()).collect(),
+            "confirm".to_owned(),
+        )?;
+        let pending: Vec<_> = candidates
+            .iter()
+            .map(|(i, _, _)| exec.submit(&runnable[*i].0.instance_id, &runnable[*i].0.patch))
+            .collect();
+        for ((i, row, lists), pending) in candidates.into_iter().zip(pending) {
+            let (task, recipe, started) = &runnable[i];
+            let execution = pending.wait();
+            let log = Some(logs.join("confirm").join(&task.instance_id));
+            if let Some(error) = execution.infra_error {
+                ends.push(dropped(task, DropReason::InfraError, error, log, *started));
+                continue;
+            }
+            if !execution.resolved {
+                ends.push(dropped(
+                    task,
+                    DropReason::GoldFails,
+                    "the gold patch is not graded resolved by the derived lists".to_owned(),
+                    log,
+                    *started,
+                ));
+                continue;
+            }
+            let mut seconds = BTreeMap::new();
+            seconds.insert("tests".to_owned(), tests_seconds);
+            seconds.insert("total".to_owned(), started.elapsed().as_secs_f64());
+            ends.push(TaskEnd {
+                key: task.key.clone(),
+                instance_id: task.instance_id.clone(),
+                repo: task.repo.clone(),
+                verdict: Verdict::Kept {
+                    row: output_row(task, &row, &recipe.env),
+                    env: recipe.env.clone(),
+                },
+                flaky: lists.flaky,
+                seconds,
+            });
+        }
+        funnel.sandbox_runs += exec.sandbox_runs();
+    }
+    Ok(ends)
+}
+
+/// The SWE-bench 5 row written to `instances.jsonl`: the task's own fields, then the row's.
+fn output_row(task: &TaskRow, row: &Instance, env: &RepoEnv) -> Map<String, Value> {
+    let mut out = task.row.clone();
+    let test_cmd = env.test_cmd.as_script_text();
+    let set = |out: &mut Map<String, Value>, k: &str, v: Value| {
+        out.insert(k.to_owned(), v);
+    };
+    set(&mut out, "instance_id", row.instance_id.clone().into());
+    set(
+        &mut out,
+        "version",
+        row.version.clone().unwrap_or_default().into(),
+    );
+    set(&mut out, "FAIL_TO_PASS", row.fail_to_pass.clone().into());
+    set(&mut out, "PASS_TO_PASS", row.pass_to_pass.clone().into());
+    set(
+        &mut out,
+        "image",
+        stable_image_name(&row.instance_id, swebench_arch()).into(),
+    );
+    set(
+        &mut out,
+        "eval_script",
+        script_from_spec(row, env, &test_cmd).into(),
+    );
+    set(
+        &mut out,
+        "log_parser",
+        env.log_parser.clone().unwrap_or_default().into(),
+    );
+    set(&mut out, "eval_type", "pass_and_fail".into());
+    out.entry("problem_statement")
+        .or_insert_with(|| Value::String(String::new()));
+    out
+}
+
+/// Writes `instances.jsonl`, `environments.json`, `rejected.jsonl` and `funnel.json` from the
+/// tasks' ends, in the tasks' order.
+fn write_outputs(
+    dir: &Path,
+    tasks: &[TaskRow],
+    ends: &BTreeMap<String, TaskEnd>,
+    funnel: &mut ValidateFunnel,
+) -> Result<(), CurateError> {
+    let mut instances = String::new();
+    let mut rejected = String::new();
+    let mut environments = Environments::default();
+    for task in tasks {
+        let Some(end) = ends.get(&task.instance_id) else {
+            continue;
+        };
+        funnel.flaky_tests += end.flaky.len();
+        for (stage, s) in &end.seconds {
+            *funnel.stage_seconds.entry(stage.clone()).or_default() += s;
+        }
+        match &end.verdict {
+            Verdict::Kept { row, env } => {
+                funnel.validated += 1;
+                instances.push_str(&serde_json::to_string(row).expect("json"));
+                instances.push('\n');
+                let version = row
+                    .get("version")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                environments
+                    .0
+                    .entry(end.repo.clone())
+                    .or_default()
+                    .insert(version.to_owned(), env.clone());
+            }
+            Verdict::Dropped {
+                reason,
+                detail,
+                log,
+            } => {
+                *funnel
+                    .rejected
+                    .entry(reason.as_str().to_owned())
+                    .or_default() += 1;
+                let line = serde_json::json!({
+                    "instance_id": end.instance_id,
+                    "repo": end.repo,
+                    "reason": reason.as_str(),
+                    "detail": detail,
+                    "log": log,
+                });
+                rejected.push_str(&line.to_string());
+                rejected.push('\n');
+            }
+        }
+    }
+    funnel.environments = environments.0.values().map(BTreeMap::len).sum();
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        swerve_cache::write_atomic(&path, text)
+            .map_err(|source| CurateError::Write { path, source })
+    };
+    write("instances.jsonl", instances)?;
+    write("rejected.jsonl", rejected)?;
+    let mut env_text = serde_json::to_string_pretty(&environments).expect("json");
+    env_text.push('\n');
+    write("environments.json", env_text)?;
+    let mut funnel_text = serde_json::to_string_pretty(funnel).expect("json");
+    funnel_text.push('\n');
+    write("funnel.json", funnel_text)
+}
+
+/// Reads the task rows; a row without `repo`, `base_commit`, `patch` or `test_patch` is an
+/// error naming its line.
+fn read_tasks(path: &Path) -> Result<Vec<TaskRow>, CurateError> {
+    let text = fs_err::read_to_string(path).map_err(|source| CurateError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let line_no = i + 1;
+        let row: Map<String, Value> =
+            serde_json::from_str(line).map_err(|source| CurateError::Row {
+                path: path.to_owned(),
+                line: line_no,
+                source,
+            })?;
+        let field = |name: &'static str| -> Result<String, CurateError> {
+            row.get(name)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| CurateError::Field {
+                    path: path.to_owned(),
+                    line: line_no,
+                    field: name,
+                })
+        };
+        let repo = field("repo")?;
+        let base_commit = field("base_commit")?;
+        let patch = field("patch")?;
+        let test_patch = field("test_patch")?;
+        let instance_id = match row.get("instance_id").and_then(Value::as_str) {
+            Some(id) => id.to_owned(),
+            None => match row.get("pull_number").and_then(Value::as_u64) {
+                Some(n) => format!("{}-{n}", repo.replace('/', "__")),
+                None => field("instance_id")?,
+            },
+        };
+        let key = hex::encode(Sha256::digest(line.trim().as_bytes()));
+        out.push(TaskRow {
+            line: line_no,
+            row,
+            instance_id,
+            repo,
+            base_commit,
+            patch,
+            test_patch,
+            key,
+        });
+    }
+    Ok(out)
+}
+
+/// The ends recorded so far, by task key; a torn last line (a killed run) is ignored.
+fn read_state(path: &Path) -> HashMap<String, TaskEnd> {
+    let Ok(text) = fs_err::read_to_string(path) else {
+        return HashMap::new();
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<TaskEnd>(l).ok())
+        .map(|e| (e.key.clone(), e))
+        .collect()
+}
+
+/// Appends ends to the state file, one flushed line each.
+struct StateWriter {
+    path: PathBuf,
+    file: fs_err::File,
+}
+
+impl StateWriter {
+    fn open(path: &Path) -> Result<StateWriter, CurateError> {
+        let err = |source| CurateError::Write {
+            path: path.to_owned(),
+            source,
+        };
+        // A torn last line of a killed run gets its own line ended first.
+        let torn = fs_err::read(path).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n"));
+        let mut file = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        if torn {
+            file.write_all(b"\n").map_err(err)?;
+        }
+        Ok(StateWriter {
+            path: path.to_owned(),
+            file,
+        })
+    }
+
+    fn push(&mut self, end: &TaskEnd) -> Result<(), CurateError> {
+        let mut line = serde_json::to_string(end).expect("json");
+        line.push('\n');
+        self.file
+            .write_all(line.as_bytes())
+            .and_then(|()| self.file.sync_data())
+            .map_err(|source| CurateError::Write {
+                path: self.path.clone(),
+                source,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_follow_the_rules() {
+        use swerve_host::TestStatus;
+        let run = |failed: &[&str], passed: &[&str]| -> BTreeMap<String, Status> {
+            let f = failed
+                .iter()
+                .map(|t| ((*t).to_owned(), Status::Known(TestStatus::Failed)));
+            let p = passed
+                .iter()
+                .map(|t| ((*t).to_owned(), Status::Known(TestStatus::Passed)));
+            f.chain(p).collect()
+        };
+        let before = [run(&["a", "g"], &["b", "f"]), run(&["a", "f", "g"], &["b"])];
+        let after = [
+            run(&["g"], &["a", "b", "c", "f"]),
+            run(&["g"], &["a", "b", "c", "f"]),
+        ];
+        let lists = derive_lists(&before, &after);
+        // `c` is absent before and passes after: FAIL_TO_PASS.
+        assert_eq!(lists.fail_to_pass, ["a", "c"]);
+        assert_eq!(lists.pass_to_pass, ["b"]);
+        assert_eq!(lists.flaky, ["f"]);
+        assert_eq!(lists.failing_after, ["g"]);
+    }
+
+    #[test]
+    fn reasons_are_snake_case() {
+        let json = serde_json::to_string(&DropReason::TestPatchFailed).unwrap();
+        assert_eq!(json, "\"test_patch_failed\"");
+        assert_eq!(DropReason::TestPatchFailed.as_str(), "test_patch_failed");
+    }
+}
