@@ -756,9 +756,50 @@ impl Container {
         Ok(host_dir.join(name))
     }
 
-    /// The paths whose state differs from the image's (`docker diff`), as the engine sees them:
-    /// nothing in the container can forge this list. Mounts (tmpfs, volumes) are not in it.
+    /// The paths whose state differs from the image's, as the engine sees them: nothing in the
+    /// container can forge this list. Mounts (tmpfs, volumes) are not in it. Read from the
+    /// container's upper layer when the engine keeps it on this host ([`crate::changes`]: the
+    /// same list, without `docker diff`'s walk of the whole tree on `fuse-overlayfs`), else
+    /// [`Container::engine_changes`].
     pub async fn changes(&self) -> Result<Vec<FsChange>> {
+        /// More entries than this in the upper layer: the engine lists them.
+        const LIMIT: usize = 200_000;
+        if let Some(layers) = self.local_layers().await? {
+            let read = tokio::task::spawn_blocking(move || layers.changes(LIMIT))
+                .await
+                .expect("the layer walk does not panic");
+            match read {
+                Ok(Some(changes)) => return Ok(changes),
+                Ok(None) => tracing::debug!(container = %self.id, "over {LIMIT} changes"),
+                Err(e) => {
+                    tracing::debug!(container = %self.id, error = %e, "upper layer unreadable");
+                }
+            }
+        }
+        self.engine_changes().await
+    }
+
+    /// The container's layers on this host, when its storage driver is an overlay one whose
+    /// directories this process can read.
+    async fn local_layers(&self) -> Result<Option<crate::changes::Layers>> {
+        let inspected = within(
+            self.client.config.timeouts.api,
+            "inspect container",
+            &self.id,
+            self.client.docker.inspect_container(&self.id, None),
+        )
+        .await?
+        .map_err(|e| Error::Changes {
+            container: self.id.clone(),
+            source: DockerError::from(e),
+        })?;
+        Ok(inspected
+            .graph_driver
+            .and_then(|d| crate::changes::Layers::from_driver(&d.name, &d.data)))
+    }
+
+    /// The engine's own diff (`docker diff`) of the container against its image.
+    pub async fn engine_changes(&self) -> Result<Vec<FsChange>> {
         let found = within(
             self.client.config.timeouts.api,
             "list changes",

@@ -25,6 +25,7 @@
 //! The exact base-image commands are in [`base`]'s docs.
 
 pub mod base;
+mod changes;
 mod container;
 mod context;
 mod error;

@@ -230,9 +230,17 @@ async fn changes_are_the_engines_diff_against_the_image() {
     use swerve_sandbox::{FsChange, FsChangeKind};
     let sandbox = sandbox().await;
     let c = start(&sandbox, "changes", Limits::default()).await;
+    // Every kind of change: new folders and files, a changed file, a changed mode, deletions of a
+    // file and of a folder, a folder deleted and made again (opaque), a symbolic link, a file
+    // whose name looks like a whiteout's.
     let out = sh(
         &c,
-        "mkdir -p /opt/planted && echo x > /opt/planted/hook.pth && rm /etc/issue; true",
+        "mkdir -p /opt/planted && echo x > /opt/planted/hook.pth && rm /etc/issue \
+         && echo >> /etc/passwd && chmod 700 /usr/share/doc \
+         && rm -rf /usr/share/common-licenses \
+         && rm -rf /var/lib/dpkg/alternatives && mkdir /var/lib/dpkg/alternatives \
+         && touch /var/lib/dpkg/alternatives/new && ln -s /etc/passwd /usr/local/bin/link \
+         && touch /usr/local/.wh.x; true",
     )
     .await;
     assert!(out.success(), "{}", out.text());
@@ -249,6 +257,12 @@ async fn changes_are_the_engines_diff_against_the_image() {
     );
     assert!(has("/opt", FsChangeKind::Modified), "{changes:?}");
     assert!(has("/etc/issue", FsChangeKind::Deleted), "{changes:?}");
+    // Whether read from the upper layer or not, the list is the engine's own.
+    let mut engine = c.engine_changes().await.unwrap();
+    engine.sort();
+    let mut ours = changes.clone();
+    ours.sort();
+    assert_eq!(ours, engine);
     c.remove().await.unwrap();
 }
 
