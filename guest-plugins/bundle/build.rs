@@ -120,7 +120,11 @@ fn build_python(root: &Path, work: &Path, plugins: &Path) {
         return;
     }
     for (folder, module, name, world) in PYTHON_PLUGINS {
-        let src = root.join("guest-plugins").join(folder);
+        // componentize-py's interpreter writes `__pycache__` beside the modules it imports; a
+        // copy keeps that out of `guest-plugins/`, which is watched above (a change there would
+        // run this script again on the next build).
+        let src = work.join(format!("{name}-src"));
+        copy_sources(&root.join("guest-plugins").join(folder), &src);
         let out = work.join(format!("{name}.wasm"));
         let status = Command::new("componentize-py")
             .arg("-d")
@@ -151,5 +155,23 @@ fn copy_if_changed(from: &Path, to: &Path) {
     let new = std::fs::read(from).unwrap_or_else(|e| panic!("cannot read {}: {e}", from.display()));
     if std::fs::read(to).ok().as_deref() != Some(&new[..]) {
         std::fs::write(to, &new).unwrap_or_else(|e| panic!("cannot write {}: {e}", to.display()));
+    }
+}
+
+/// Copies the files of a Python plugin's folder (without bytecode) into `to`, made afresh.
+fn copy_sources(from: &Path, to: &Path) {
+    let _ = std::fs::remove_dir_all(to);
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "__pycache__" {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_sources(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
     }
 }
