@@ -10,7 +10,8 @@
 //! that directory. It is what Docker itself reads for `overlay2`.
 //!
 //! How an upper directory spells things (kernel overlayfs and fuse-overlayfs alike):
-//! - a deleted path is a character device 0/0 of its name, or a file `.wh.<name>`;
+//! - a deleted path is a character device 0/0 of its name, or a file `.wh.<name>` (a deletion
+//!   of what the image never had, such as the runtime's own `/.pivot_root…` folder, is none);
 //! - a directory whose lower contents are hidden ("opaque": deleted and made again) carries the
 //!   xattr `trusted.overlay.opaque=y` (`user.overlay.opaque`, `user.fuseoverlayfs.opaque` in
 //!   unprivileged modes) or holds a `.wh..wh..opq` entry; fuse-overlayfs adds a `.wh..opq`
@@ -90,13 +91,20 @@ impl Layers {
                     continue;
                 }
                 let path = format!("{dir}/{name}");
+                // A whiteout of a path the image lacks hides nothing (the runtime makes and
+                // deletes a `/.pivot_root…` folder at start): not a change.
                 if let Some(hidden) = name.strip_prefix(WHITEOUT_PREFIX) {
-                    out.push(change(format!("{dir}/{hidden}"), FsChangeKind::Deleted));
+                    let path = format!("{dir}/{hidden}");
+                    if self.in_image(&path) {
+                        out.push(change(path, FsChangeKind::Deleted));
+                    }
                     continue;
                 }
                 let meta = fs_err::symlink_metadata(join(&self.upper, &path))?;
                 if is_whiteout_device(&meta) {
-                    out.push(change(path, FsChangeKind::Deleted));
+                    if self.in_image(&path) {
+                        out.push(change(path, FsChangeKind::Deleted));
+                    }
                     continue;
                 }
                 present.insert(name.clone());
@@ -300,6 +308,7 @@ mod tests {
         fs::write(upper.join("opt/old/.wh..wh..opq"), "").unwrap();
         fs::write(upper.join("opt/old/a"), "again").unwrap();
         fs::write(upper.join("gone"), "back").unwrap();
+        fs::write(upper.join(".wh..pivot_root123"), "").unwrap();
 
         let data = HashMap::from([
             ("UpperDir".to_owned(), upper.display().to_string()),
