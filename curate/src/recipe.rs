@@ -20,10 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use swerve_harness::images::{Lines, RepoEnv, TestCmd};
-
-/// The Python versions the base images offer, newest first.
-pub const PYTHONS: [&str; 1] = ["3.11"];
+use swerve_harness::images::{Lines, PYTHONS, RepoEnv, TestCmd};
 
 /// Extras and dependency groups that hold what the tests need.
 const TEST_NAMES: [&str; 4] = ["test", "tests", "testing", "dev"];
@@ -142,22 +139,34 @@ pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
         wanted = Some(spec);
         sources.insert("setup.py".to_owned());
     }
+    let offered: Vec<&str> = PYTHONS.iter().map(|(version, _)| *version).collect();
     let python = match &wanted {
         Some(spec) => {
-            PYTHONS
+            offered
                 .iter()
                 .find(|v| satisfies(v, spec))
                 .ok_or_else(|| NoRecipe::Python {
                     wanted: spec.clone(),
-                    offered: PYTHONS.join(", "),
+                    offered: offered.join(", "),
                 })?
         }
         None => {
             let listed = classifier_versions(files, project);
-            PYTHONS
+            let minor = |v: &str| v.split('.').nth(1).and_then(|m| m.parse::<u32>().ok());
+            let newest_listed = listed.iter().filter_map(|v| minor(v)).max();
+            // The newest offered version the classifiers list; else the oldest offered one
+            // past what they list; with no classifier, the newest.
+            offered
                 .iter()
-                .find(|v| listed.is_empty() || listed.contains(**v))
-                .unwrap_or(&PYTHONS[0])
+                .find(|v| listed.contains(**v))
+                .or_else(|| {
+                    let newest = newest_listed?;
+                    offered
+                        .iter()
+                        .rev()
+                        .find(|v| minor(v).is_some_and(|m| m > newest))
+                })
+                .unwrap_or(&offered[0])
         }
     };
 
@@ -707,7 +716,8 @@ addopts = "-q"
 "#,
         )]);
         let r = derive(&f).unwrap();
-        assert_eq!(r.env.python.as_deref(), Some("3.11"));
+        // The newest offered Python that meets `>=3.9`.
+        assert_eq!(r.env.python.as_deref(), Some("3.13"));
         assert_eq!(r.env.pip_packages, ["hatchling"]);
         assert_eq!(
             r.env.install.to_vec(),
@@ -715,6 +725,61 @@ addopts = "-q"
         );
         assert_eq!(r.env.test_cmd, TestCmd::One("pytest -rA".into()));
         assert_eq!(r.env.log_parser.as_deref(), Some("parse_log_pytest"));
+    }
+
+    #[test]
+    fn python_from_the_specifier_else_the_classifiers() {
+        let python = |file: &str, text: &str| {
+            derive(&files(&[(file, text)]))
+                .map(|r| r.env.python.unwrap_or_default())
+                .map_err(|e| e.to_string())
+        };
+        let pyproject =
+            |spec: &str| format!("[project]\nname = \"d\"\nrequires-python = \"{spec}\"\n");
+        assert_eq!(
+            python("pyproject.toml", &pyproject(">=3.8")),
+            Ok("3.13".into())
+        );
+        assert_eq!(
+            python("pyproject.toml", &pyproject(">=3.8,<3.12")),
+            Ok("3.11".into())
+        );
+        assert_eq!(
+            python("pyproject.toml", &pyproject(">=3.12")),
+            Ok("3.13".into())
+        );
+        assert!(
+            python("pyproject.toml", &pyproject(">=3.14"))
+                .unwrap_err()
+                .contains("none of the offered versions (3.13, 3.11)")
+        );
+        let classifiers = |versions: &[&str]| {
+            let lines: Vec<String> = versions
+                .iter()
+                .map(|v| format!("    Programming Language :: Python :: {v}"))
+                .collect();
+            format!(
+                "[metadata]\nname = d\nclassifiers =\n{}\n",
+                lines.join("\n")
+            )
+        };
+        assert_eq!(
+            python("setup.cfg", &classifiers(&["3.10", "3.11"])),
+            Ok("3.11".into())
+        );
+        // Listed versions none of the images has: the oldest offered one past them.
+        assert_eq!(
+            python("setup.cfg", &classifiers(&["3.8", "3.9"])),
+            Ok("3.11".into())
+        );
+        assert_eq!(
+            python("setup.cfg", &classifiers(&["3.12"])),
+            Ok("3.13".into())
+        );
+        assert_eq!(
+            python("setup.cfg", "[metadata]\nname = d\n"),
+            Ok("3.13".into())
+        );
     }
 
     #[test]

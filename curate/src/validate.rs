@@ -28,10 +28,11 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use swerve_harness::images::{Environments, RepoEnv, stable_image_name, swebench_arch};
 use swerve_harness::run::eval_script::{diff_paths, script_from_spec};
-use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
+use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor, PrepareFailure};
 use swerve_harness::run::source::DatasetSource;
 use swerve_host::{Execution, Status};
 use swerve_mirror::Mirror;
+use swerve_sandbox::ImageOrigin;
 use swerve_swebench::dataset::Instance;
 
 use crate::error::CurateError;
@@ -166,6 +167,19 @@ pub struct ValidateFunnel {
     pub environments: usize,
     /// Test runs in containers made by this run.
     pub sandbox_runs: u64,
+    /// The images this run's tasks needed.
+    pub images: ImagesFunnel,
+}
+
+/// Images in `funnel.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImagesFunnel {
+    /// Images (base, environment and instance layers) built by this run.
+    pub built: usize,
+    /// Images found already made (another task's environment, an earlier run).
+    pub reused: usize,
+    /// Disk the distinct images take, each counted by what it adds to the image below it.
+    pub disk_bytes: u64,
 }
 
 impl ValidateFunnel {
@@ -264,11 +278,20 @@ pub fn validate(
             runnable.len(),
             config.runs
         ));
-        let validated = run_tests(config, &evaluator, &runnable, &mut funnel, progress)?;
-        for end in validated {
+        // Each end is on disk as soon as it is known: a killed run keeps what it finished.
+        let mut record = |end: TaskEnd| -> Result<(), CurateError> {
             state.push(&end)?;
             ends.insert(end.instance_id.clone(), end);
-        }
+            Ok(())
+        };
+        run_tests(
+            config,
+            &evaluator,
+            &runnable,
+            &mut funnel,
+            progress,
+            &mut record,
+        )?;
     }
 
     write_outputs(&config.output, &tasks, &ends, &mut funnel)?;
@@ -391,14 +414,7 @@ fn side_result(executions: Vec<Execution>, logs: &Path, id: &str, side: Side) ->
     let mut out = Vec::new();
     for (run, execution) in executions.into_iter().enumerate() {
         if let Some(error) = execution.infra_error {
-            let reason = if error.contains("cannot build image swerve-env")
-                || error.contains("cannot build image swerve-eval")
-            {
-                DropReason::InstallFailed
-            } else {
-                DropReason::InfraError
-            };
-            return SideResult::Failed(reason, error);
+            return SideResult::Failed(DropReason::InfraError, error);
         }
         if execution.tests.is_empty() && timed_out(logs, run, id, side) {
             return SideResult::Failed(
@@ -502,7 +518,8 @@ fn run_tests(
     runnable: &[(&TaskRow, Recipe, Instant)],
     funnel: &mut ValidateFunnel,
     progress: &dyn Fn(&str),
-) -> Result<Vec<TaskEnd>, CurateError> {
+    record: &mut dyn FnMut(TaskEnd) -> Result<(), CurateError>,
+) -> Result<(), CurateError> {
     let logs = config.output.join("logs");
     let mut environments = Environments::default();
     let mut rows = Vec::new();
@@ -523,9 +540,20 @@ fn run_tests(
         environments: environments.clone(),
         repos_dir: config.repos.clone(),
     };
+    // Containers are named after the output folder, so that a later run finds what a killed
+    // one left.
+    let run_prefix = format!(
+        "validate-{}",
+        &hex::encode(Sha256::digest(
+            std::path::absolute(&config.output)
+                .unwrap_or_else(|_| config.output.clone())
+                .to_string_lossy()
+                .as_bytes()
+        ))[..12]
+    );
     let executor = |rows: Vec<Instance>, name: String| {
         let execute = ExecuteConfig {
-            run_id: format!("validate-{}-{name}", std::process::id()),
+            run_id: format!("{run_prefix}-{name}"),
             work_dir: logs.join(&name),
             workers: config.jobs.max(1),
             timeout: config.timeout,
@@ -540,52 +568,146 @@ fn run_tests(
         })
     };
 
-    // runs × (before, after), one executor per run so that each run is a fresh container.
+    // The images first, `jobs` rows at once: a recipe whose install fails is the task's end.
+    let images_started = Instant::now();
+    // No engine to run on is nobody's task's fault: every task ends as an infrastructure
+    // error, which the next run retries.
+    let first = match executor(rows.clone(), "run-1".to_owned()) {
+        Ok(first) => first,
+        Err(e) => {
+            let why = swerve_harness::run::error_chain(&e);
+            progress(&format!("No sandbox: {why}"));
+            for (task, _, started) in runnable {
+                record(dropped(
+                    task,
+                    DropReason::InfraError,
+                    why.clone(),
+                    None,
+                    *started,
+                ))?;
+            }
+            return Ok(());
+        }
+    };
+    // What a killed earlier run of this output folder left running.
+    let swept = first.sweep_prefix(&run_prefix);
+    if swept > 0 {
+        progress(&format!("Removed {swept} containers of an earlier run"));
+    }
+    let ids: Vec<String> = runnable
+        .iter()
+        .map(|(task, _, _)| task.instance_id.clone())
+        .collect();
+    progress(&format!("Making the images of {} tasks", ids.len()));
+    let mut failed: Vec<bool> = vec![false; runnable.len()];
+    let mut no_images: Vec<bool> = vec![false; runnable.len()];
+    let mut sizes: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, made) in first.prepare(&ids).into_iter().enumerate() {
+        let (task, _, started) = &runnable[i];
+        match made {
+            Ok(timings) => {
+                let mut below = 0;
+                for timing in timings {
+                    match timing.info.origin {
+                        ImageOrigin::Built => funnel.images.built += 1,
+                        _ => funnel.images.reused += 1,
+                    }
+                    // What a layer adds to the one below it.
+                    let own = timing.info.size_bytes.saturating_sub(below);
+                    below = timing.info.size_bytes;
+                    sizes.insert(timing.info.id, own);
+                }
+            }
+            Err(failure) => {
+                failed[i] = true;
+                no_images[i] = true;
+                let (reason, detail) = match failure {
+                    PrepareFailure::Install(log) => (DropReason::InstallFailed, log),
+                    PrepareFailure::Infra(why) => (DropReason::InfraError, why),
+                };
+                let log = logs
+                    .join("images")
+                    .join(format!("{}.log", task.instance_id));
+                let written = fs_err::create_dir_all(logs.join("images"))
+                    .and_then(|()| fs_err::write(&log, &detail));
+                record(dropped(
+                    task,
+                    reason,
+                    detail,
+                    written.is_ok().then_some(log),
+                    *started,
+                ))?;
+            }
+        }
+    }
+    funnel.images.disk_bytes = sizes.values().sum();
+    *funnel.stage_seconds.entry("images".to_owned()).or_default() +=
+        images_started.elapsed().as_secs_f64();
+
+    // runs × (before, after), one executor per run so that each run is a fresh container; a
+    // task that timed out or failed in one run is not run again.
     let mut sides: Vec<(Vec<Execution>, Vec<Execution>)> =
         vec![(Vec::new(), Vec::new()); runnable.len()];
     let tests_started = Instant::now();
+    let mut first = Some(first);
     for run in 0..config.runs.max(1) {
-        let exec = executor(rows.clone(), format!("run-{}", run + 1))?;
+        let exec = match first.take() {
+            Some(exec) => exec,
+            None => executor(rows.clone(), format!("run-{}", run + 1))?,
+        };
         let pending: Vec<_> = runnable
             .iter()
-            .map(|(task, _, _)| {
+            .enumerate()
+            .filter(|(i, _)| !failed[*i])
+            .map(|(i, (task, _, _))| {
                 (
+                    i,
                     exec.submit(&task.instance_id, ""),
                     exec.submit(&task.instance_id, &task.patch),
                 )
             })
             .collect();
-        for (i, (before, after)) in pending.into_iter().enumerate() {
-            sides[i].0.push(before.wait());
-            sides[i].1.push(after.wait());
+        for (i, before, after) in pending {
+            let (before, after) = (before.wait(), after.wait());
+            let id = &runnable[i].0.instance_id;
+            let ended = |e: &Execution, side| {
+                e.infra_error.is_some() || (e.tests.is_empty() && timed_out(&logs, run, id, side))
+            };
+            failed[i] = ended(&before, Side::Before) || ended(&after, Side::After);
+            sides[i].0.push(before);
+            sides[i].1.push(after);
         }
         funnel.sandbox_runs += exec.sandbox_runs();
         progress(&format!("run {} of {} done", run + 1, config.runs.max(1)));
     }
-    let tests_seconds = tests_started.elapsed().as_secs_f64() / runnable.len() as f64;
+    let tests_seconds = tests_started.elapsed().as_secs_f64();
+    *funnel.stage_seconds.entry("tests".to_owned()).or_default() += tests_seconds;
+    let tests_seconds = tests_seconds / runnable.len() as f64;
 
-    let mut ends = Vec::new();
     let mut candidates: Vec<(usize, Instance, Lists)> = Vec::new();
     for (i, ((task, _, started), (before, after))) in runnable.iter().zip(sides).enumerate() {
+        if no_images[i] {
+            continue;
+        }
         let log = Some(logs.join("run-1").join(&task.instance_id));
         let (before, after) = match (
             side_result(before, &logs, &task.instance_id, Side::Before),
             side_result(after, &logs, &task.instance_id, Side::After),
         ) {
             (SideResult::Failed(reason, detail), _) | (_, SideResult::Failed(reason, detail)) => {
-                ends.push(dropped(task, reason, detail, log, *started));
+                record(dropped(task, reason, detail, log, *started))?;
                 continue;
             }
             (SideResult::Statuses(b), SideResult::Statuses(a)) => (b, a),
         };
         if !before.iter().chain(&after).any(collected) {
-            ends.push(dropped(
+            record(dropped(
                 task,
                 DropReason::TestsNotCollected,
                 "no test was collected in any run (only collection errors, or nothing)".to_owned(),
                 log,
                 *started,
-            ));
+            ))?;
             continue;
         }
         let lists = derive_lists(&before, &after);
@@ -608,7 +730,7 @@ fn run_tests(
             };
             let mut end = dropped(task, reason, detail, log, *started);
             end.flaky = lists.flaky;
-            ends.push(end);
+            record(end)?;
             continue;
         }
         let mut row = rows[i].clone();
@@ -636,23 +758,23 @@ fn run_tests(
             let execution = pending.wait();
             let log = Some(logs.join("confirm").join(&task.instance_id));
             if let Some(error) = execution.infra_error {
-                ends.push(dropped(task, DropReason::InfraError, error, log, *started));
+                record(dropped(task, DropReason::InfraError, error, log, *started))?;
                 continue;
             }
             if !execution.resolved {
-                ends.push(dropped(
+                record(dropped(
                     task,
                     DropReason::GoldFails,
                     "the gold patch is not graded resolved by the derived lists".to_owned(),
                     log,
                     *started,
-                ));
+                ))?;
                 continue;
             }
             let mut seconds = BTreeMap::new();
             seconds.insert("tests".to_owned(), tests_seconds);
             seconds.insert("total".to_owned(), started.elapsed().as_secs_f64());
-            ends.push(TaskEnd {
+            record(TaskEnd {
                 key: task.key.clone(),
                 instance_id: task.instance_id.clone(),
                 repo: task.repo.clone(),
@@ -662,11 +784,11 @@ fn run_tests(
                 },
                 flaky: lists.flaky,
                 seconds,
-            });
+            })?;
         }
         funnel.sandbox_runs += exec.sandbox_runs();
     }
-    Ok(ends)
+    Ok(())
 }
 
 /// The SWE-bench 5 row written to `instances.jsonl`: the task's own fields, then the row's.

@@ -413,14 +413,16 @@ pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
     runtime()?.block_on(async {
         use futures_util::StreamExt as _;
         let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
-        let base = images::ensure_base(&sandbox).await?;
-        print_timing(&base);
-        let base_name = base.info.name.clone();
+        let (bases, timings) =
+            images::BaseImages::ensure(&sandbox, &source.environments, &source.rows).await?;
+        for timing in &timings {
+            print_timing(timing);
+        }
         let recipes = source
             .rows
             .iter()
             .map(|row| {
-                images::recipe(row, &source.environments, &source.repos_dir, &base_name)
+                images::recipe(row, &source.environments, &source.repos_dir, &bases)
                     .map(|r| r.with_stable_name(&row.instance_id))
             })
             .collect::<Result<Vec<_>, _>>()?;

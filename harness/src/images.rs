@@ -77,7 +77,8 @@ impl Lines {
 /// One (repository, version) environment spec, as in SWE-bench's table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoEnv {
-    /// Python version wanted; swerve's base image has Debian's Python (3.11 on bookworm).
+    /// Python version wanted: `3.13` runs on a Debian 13 base, anything else on Debian 12's
+    /// 3.11 ([`PYTHONS`], [`base_suite`]).
     #[serde(default)]
     pub python: Option<String>,
     /// Extra packages installed with pip in the env layer (`requirements.txt` and
@@ -144,6 +145,14 @@ pub enum ImagesError {
         /// The folder searched.
         dir: PathBuf,
     },
+    /// The base image a row's spec needs was not made for this run.
+    #[error("{instance_id}: no base image of Debian {suite} was made")]
+    NoBase {
+        /// The instance.
+        instance_id: String,
+        /// The suite its spec's Python needs.
+        suite: String,
+    },
     /// The sandbox failed.
     #[error("image {image}")]
     Sandbox {
@@ -153,6 +162,20 @@ pub enum ImagesError {
         #[source]
         source: swerve_sandbox::Error,
     },
+}
+
+impl ImagesError {
+    /// The end of the build log when a command of the recipe itself failed (an install step
+    /// of an env or instance layer exited non-zero): the environment's fault, not the engine's.
+    pub fn install_log(&self) -> Option<&str> {
+        match self {
+            ImagesError::Sandbox {
+                source: swerve_sandbox::Error::BuildStep { log_tail, .. },
+                ..
+            } => Some(log_tail),
+            _ => None,
+        }
+    }
 }
 
 impl Environments {
@@ -302,7 +325,7 @@ pub fn recipe(
     row: &Instance,
     envs: &Environments,
     repos_dir: &Path,
-    base_image: &str,
+    bases: &BaseImages,
 ) -> Result<ImageRecipe, ImagesError> {
     let Some(env) = envs.get(row) else {
         return match &row.image {
@@ -315,6 +338,11 @@ pub fn recipe(
         };
     };
     let version = row.version.clone().unwrap_or_default();
+    let suite = base_suite(env.python.as_deref());
+    let base_image = bases.for_env(env).ok_or_else(|| ImagesError::NoBase {
+        instance_id: row.instance_id.clone(),
+        suite: suite.to_owned(),
+    })?;
     let env_spec = env_spec(&row.repo, &version, env, base_image);
     let base_commit = row
         .base_commit
@@ -348,14 +376,67 @@ pub struct ImageTiming {
     pub elapsed: Duration,
 }
 
-/// The base image of the default recipe, built with debootstrap if missing.
-pub async fn ensure_base(sandbox: &Sandbox) -> Result<ImageTiming, ImagesError> {
+/// The Python versions the base images offer, newest first, with the Debian suite whose
+/// `python3` each is: Debian 13's 3.13 and Debian 12's 3.11.
+pub const PYTHONS: [(&str, &str); 2] = [("3.13", "trixie"), ("3.11", "bookworm")];
+
+/// The Debian suite of the base image a spec's `python` runs on: the suite whose Python it
+/// names, else Debian 12 (3.11), where SWE-bench's specs of other versions have always run.
+pub fn base_suite(python: Option<&str>) -> &'static str {
+    PYTHONS
+        .iter()
+        .find(|(version, _)| python.is_some_and(|p| p.trim() == *version))
+        .map_or(PYTHONS[1].1, |(_, suite)| suite)
+}
+
+/// The base images a run has made, by Debian suite.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BaseImages(BTreeMap<String, String>);
+
+impl BaseImages {
+    /// The base image for a spec.
+    pub fn for_env(&self, env: &RepoEnv) -> Option<&str> {
+        self.0
+            .get(base_suite(env.python.as_deref()))
+            .map(String::as_str)
+    }
+
+    /// Makes (or finds) the base image of every suite that `rows`' specs need; returns what
+    /// each took.
+    pub async fn ensure<'a>(
+        sandbox: &Sandbox,
+        envs: &Environments,
+        rows: impl IntoIterator<Item = &'a Instance>,
+    ) -> Result<(BaseImages, Vec<ImageTiming>), ImagesError> {
+        let suites: std::collections::BTreeSet<&str> = rows
+            .into_iter()
+            .filter_map(|row| envs.get(row))
+            .map(|env| base_suite(env.python.as_deref()))
+            .collect();
+        let mut bases = BaseImages::default();
+        let mut timings = Vec::new();
+        for suite in suites {
+            let timing = ensure_base(sandbox, suite).await?;
+            bases.0.insert(suite.to_owned(), timing.info.name.clone());
+            timings.push(timing);
+        }
+        Ok((bases, timings))
+    }
+
+    /// Notes the base image of `suite`.
+    pub fn insert(&mut self, suite: &str, image: String) {
+        self.0.insert(suite.to_owned(), image);
+    }
+}
+
+/// The base image of the default recipe on `suite`, built with debootstrap if missing.
+pub async fn ensure_base(sandbox: &Sandbox, suite: &str) -> Result<ImageTiming, ImagesError> {
     let started = Instant::now();
     let info = sandbox
-        .ensure_base_image(&BaseRecipe::default())
+        .ensure_base_image(&BaseRecipe::for_suite(suite))
         .await
         .map_err(|source| ImagesError::Sandbox {
-            image: "swerve-base".to_owned(),
+            image: format!("swerve-base ({suite})"),
             source,
         })?;
     Ok(ImageTiming {
@@ -363,18 +444,6 @@ pub async fn ensure_base(sandbox: &Sandbox) -> Result<ImageTiming, ImagesError> 
         info,
         elapsed: started.elapsed(),
     })
-}
-
-/// The name of the default base image (for planning before anything is built).
-pub fn base_image_name() -> Result<String, ImagesError> {
-    let recipe = BaseRecipe::default();
-    let mirror = recipe
-        .resolve_mirror()
-        .map_err(|source| ImagesError::Sandbox {
-            image: "swerve-base".to_owned(),
-            source,
-        })?;
-    Ok(recipe.image_name(&mirror))
 }
 
 fn sandbox_error(image: String) -> impl FnOnce(swerve_sandbox::Error) -> ImagesError {
@@ -485,15 +554,31 @@ mod tests {
         let envs = Environments::read(&dir.join("environments.json")).expect("envs");
         let rows =
             swerve_swebench::dataset::read_rows(&dir.join("swerve-mini.jsonl")).expect("rows");
-        let plan = recipe(&rows[0], &envs, &dir.join("repos"), "swerve-base:x").expect("plan");
+        let mut bases = BaseImages::default();
+        assert!(matches!(
+            recipe(&rows[0], &envs, &dir.join("repos"), &bases),
+            Err(ImagesError::NoBase { .. })
+        ));
+        bases.insert("bookworm", "swerve-base:x".to_owned());
+        let plan = recipe(&rows[0], &envs, &dir.join("repos"), &bases).expect("plan");
         let ImageRecipe::Built { env, instance, .. } = plan else {
             panic!("built recipe expected");
         };
+        assert_eq!(env.base_image, "swerve-base:x");
         assert!(env.install.iter().any(|l| l.contains("pytest==8.3.4")));
         assert!(env.install[1].contains("conda() { return 0; }"));
         assert_eq!(instance.env_image, env.image_name());
         assert!(matches!(instance.source, RepoSource::Bundle(_)));
         assert!(needs_repo("python -m pip install -e ."));
         assert!(!needs_repo("python -m pip install pytest==8"));
+    }
+
+    #[test]
+    fn a_spec_runs_on_the_suite_of_its_python() {
+        assert_eq!(base_suite(Some("3.13")), "trixie");
+        assert_eq!(base_suite(Some("3.11")), "bookworm");
+        // SWE-bench's specs name older versions: they run on Debian 12's Python, as always.
+        assert_eq!(base_suite(Some("3.9")), "bookworm");
+        assert_eq!(base_suite(None), "bookworm");
     }
 }

@@ -68,6 +68,14 @@ impl Default for BaseRecipe {
 }
 
 impl BaseRecipe {
+    /// The default recipe on another Debian suite (`trixie` for Debian 13's Python 3.13).
+    pub fn for_suite(suite: &str) -> Self {
+        Self {
+            suite: suite.to_owned(),
+            ..Self::default()
+        }
+    }
+
     /// The mirror to use: the configured one, or the host's apt mirror for the suite.
     pub fn resolve_mirror(&self) -> Result<String> {
         match &self.mirror {
@@ -115,8 +123,22 @@ fn import_changes() -> Vec<String> {
 
 /// The first Debian mirror URL in the apt configuration under `apt_dir` (`sources.list` and
 /// `sources.list.d/*.list` in one-line form, `sources.list.d/*.sources` in deb822 form) that
-/// serves `suite` itself (not `suite-updates` or `suite-security`) as a `deb` source.
+/// serves `suite` itself (not `suite-updates` or `suite-security`) as a `deb` source; when none
+/// lists `suite` (a Debian 13 base on a Debian 12 host), the mirror of the host's own release,
+/// since a Debian mirror serves every release.
 pub fn apt_mirror(apt_dir: &Path, suite: &str) -> Result<String> {
+    match apt_mirror_listing(apt_dir, |s| s == suite) {
+        Some(url) => Ok(url),
+        None => {
+            apt_mirror_listing(apt_dir, |s| !s.contains('-')).ok_or_else(|| Error::MirrorNotFound {
+                suite: suite.to_owned(),
+            })
+        }
+    }
+}
+
+/// The first `deb` source URL whose suite passes `wanted`.
+fn apt_mirror_listing(apt_dir: &Path, wanted: impl Fn(&str) -> bool) -> Option<String> {
     let mut files: Vec<PathBuf> = vec![apt_dir.join("sources.list")];
     if let Ok(entries) = fs_err::read_dir(apt_dir.join("sources.list.d")) {
         let mut more: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -128,21 +150,19 @@ pub fn apt_mirror(apt_dir: &Path, suite: &str) -> Result<String> {
             continue;
         };
         let found = match file.extension().and_then(|e| e.to_str()) {
-            Some("sources") => mirror_in_deb822(&text, suite),
-            Some("list") => mirror_in_one_line(&text, suite),
+            Some("sources") => mirror_in_deb822(&text, &wanted),
+            Some("list") => mirror_in_one_line(&text, &wanted),
             _ => None,
         };
-        if let Some(url) = found {
-            return Ok(url);
+        if found.is_some() {
+            return found;
         }
     }
-    Err(Error::MirrorNotFound {
-        suite: suite.to_owned(),
-    })
+    None
 }
 
 /// `deb [options] URI suite components...` lines.
-fn mirror_in_one_line(text: &str, suite: &str) -> Option<String> {
+fn mirror_in_one_line(text: &str, wanted: impl Fn(&str) -> bool) -> Option<String> {
     text.lines().find_map(|line| {
         let line = line.split('#').next().unwrap_or("").trim();
         let mut words = line.split_whitespace();
@@ -155,14 +175,14 @@ fn mirror_in_one_line(text: &str, suite: &str) -> Option<String> {
             rest.drain(..=end);
         }
         match rest.as_slice() {
-            [uri, s, ..] if *s == suite => Some((*uri).to_owned()),
+            [uri, s, ..] if wanted(s) => Some((*uri).to_owned()),
             _ => None,
         }
     })
 }
 
 /// deb822 stanzas with `Types: deb`, `URIs:` and `Suites:` fields.
-fn mirror_in_deb822(text: &str, suite: &str) -> Option<String> {
+fn mirror_in_deb822(text: &str, wanted: impl Fn(&str) -> bool) -> Option<String> {
     text.split("\n\n").find_map(|stanza| {
         let field = |name: &str| {
             stanza.lines().find_map(|line| {
@@ -178,7 +198,7 @@ fn mirror_in_deb822(text: &str, suite: &str) -> Option<String> {
         let uris = field("URIs")?;
         (enabled
             && types.split_whitespace().any(|t| t == "deb")
-            && suites.split_whitespace().any(|s| s == suite))
+            && suites.split_whitespace().any(&wanted))
         .then(|| uris.split_whitespace().next().map(str::to_owned))
         .flatten()
     })
@@ -318,10 +338,10 @@ mod tests {
                     deb-src http://src.example/ bookworm main\n\
                     deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n";
         assert_eq!(
-            mirror_in_one_line(text, "bookworm").as_deref(),
+            mirror_in_one_line(text, |s| s == "bookworm").as_deref(),
             Some("http://mirror.example/debian")
         );
-        assert_eq!(mirror_in_one_line(text, "trixie"), None);
+        assert_eq!(mirror_in_one_line(text, |s| s == "trixie"), None);
     }
 
     #[test]
@@ -330,11 +350,11 @@ mod tests {
                     Suites: bookworm bookworm-updates\nComponents: main\n\n\
                     Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n";
         assert_eq!(
-            mirror_in_deb822(text, "bookworm").as_deref(),
+            mirror_in_deb822(text, |s| s == "bookworm").as_deref(),
             Some("http://deb.debian.org/debian")
         );
         let disabled = "Enabled: no\nTypes: deb\nURIs: http://x/\nSuites: bookworm\n";
-        assert_eq!(mirror_in_deb822(disabled, "bookworm"), None);
+        assert_eq!(mirror_in_deb822(disabled, |s| s == "bookworm"), None);
     }
 
     #[test]
@@ -355,8 +375,19 @@ mod tests {
             apt_mirror(dir.path(), "bookworm").unwrap(),
             "http://right/debian"
         );
+        // No source lists trixie: the mirror of the host's own release serves it.
+        assert_eq!(
+            apt_mirror(dir.path(), "trixie").unwrap(),
+            "http://right/debian"
+        );
+        let security = tempfile::tempdir().unwrap();
+        fs_err::write(
+            security.path().join("sources.list"),
+            "deb http://security/ bookworm-security main\n",
+        )
+        .unwrap();
         assert!(matches!(
-            apt_mirror(dir.path(), "sid"),
+            apt_mirror(security.path(), "trixie"),
             Err(Error::MirrorNotFound { .. })
         ));
     }

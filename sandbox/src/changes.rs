@@ -52,7 +52,10 @@ pub(crate) struct Layers {
 impl Layers {
     /// The layers from a container's `GraphDriver` (its driver's name and data), when the driver
     /// is an overlay one and its upper directory is on this host; `None` otherwise.
-    pub fn from_driver(name: &str, data: &std::collections::HashMap<String, String>) -> Option<Self> {
+    pub fn from_driver(
+        name: &str,
+        data: &std::collections::HashMap<String, String>,
+    ) -> Option<Self> {
         if !matches!(name, "overlay2" | "fuse-overlayfs" | "overlay") {
             return None;
         }

@@ -90,6 +90,17 @@ pub enum Error {
         #[source]
         source: DockerError,
     },
+    /// A command of the image's recipe (an install step) exited with a non-zero code: the
+    /// recipe's failure, not the engine's; `log_tail` holds the end of the build log.
+    #[error("cannot build image {image}: a step exited with code {exit_code}:\n{log_tail}")]
+    BuildStep {
+        /// The tag being built.
+        image: String,
+        /// The step's exit code.
+        exit_code: i64,
+        /// The last lines of the build output.
+        log_tail: String,
+    },
     /// Importing a root filesystem tar as an image failed.
     #[error("cannot import root filesystem as image {image}")]
     Import {

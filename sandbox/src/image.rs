@@ -344,10 +344,23 @@ impl Sandbox {
             Ok::<(), bollard::errors::Error>(())
         };
         let outcome = within(self.client.config.timeouts.build, "build", image, drain).await?;
-        outcome.map_err(|e| Error::Build {
-            image: image.to_owned(),
-            log_tail: tail(&log, 40),
-            source: e.into(),
+        outcome.map_err(|e| {
+            let step = match &e {
+                bollard::errors::Error::DockerStreamError { error } => step_exit_code(error),
+                _ => None,
+            };
+            match step {
+                Some(exit_code) => Error::BuildStep {
+                    image: image.to_owned(),
+                    exit_code,
+                    log_tail: tail(&log, 40),
+                },
+                None => Error::Build {
+                    image: image.to_owned(),
+                    log_tail: tail(&log, 40),
+                    source: e.into(),
+                },
+            }
         })?;
         self.built(image).await
     }
@@ -383,9 +396,40 @@ pub(crate) fn temp_dir(prefix: &str) -> Result<tempfile::TempDir> {
         })
 }
 
+/// The exit code of a build step's command that failed, from the engine's message: "The command
+/// '…' returned a non-zero code: N" (the classic builder), "… did not complete successfully:
+/// exit code: N" (BuildKit). `None` for any other build failure.
+fn step_exit_code(message: &str) -> Option<i64> {
+    [
+        "returned a non-zero code: ",
+        "did not complete successfully: exit code: ",
+    ]
+    .iter()
+    .find_map(|marker| {
+        let (_, rest) = message.rsplit_once(marker)?;
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_step_is_told_from_other_build_failures() {
+        assert_eq!(
+            step_exit_code("The command '/bin/sh -c pip install x' returned a non-zero code: 1"),
+            Some(1)
+        );
+        assert_eq!(
+            step_exit_code(
+                "process \"/bin/sh -c pip install x\" did not complete successfully: exit code: 2"
+            ),
+            Some(2)
+        );
+        assert_eq!(step_exit_code("no space left on device"), None);
+    }
 
     #[test]
     fn references_split_like_the_cli() {

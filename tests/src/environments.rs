@@ -12,9 +12,14 @@
 //! | `fixture__calc-5` | the same | `tests_not_collected` (the new test file does not import) |
 //! | `fixture__calc-6` | the same | `no_fail_to_pass` (the new test passes before the fix) |
 //! | `fixture__calc-7` | the same | `gold_apply_failed` |
-//! | `fixture__words-1` | `setup.cfg` + `requirements/tests.txt` (the test imports `six`) | kept |
+//! | `fixture__calc-8` | the same | `flaky` (the fix makes the new tests' outcome random) |
+//! | `fixture__calc-9` | the same | `timed_out` (a test that sleeps; in [`Fixture::slow`]) |
+//! | `fixture__words-1` | `setup.cfg` (`python_requires < 3.12`: Python 3.11) + `requirements/tests.txt` (the test imports `six`) | kept |
+//! | `fixture__modern-1` | `requires-python >= 3.13` (the test uses `copy.replace`), a PEP 735 group including another (the test imports `tomli_w`) | kept |
 //! | `fixture__broken-1` | a dependency that PyPI does not have | `install_failed` |
 //! | `fixture__plain-1` | no packaging file at all | `no_recipe` |
+//!
+//! `calc` says `requires-python >= 3.8`, so it runs on the newest Python offered (3.13).
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +49,9 @@ pub struct Fixture {
     pub tasks: PathBuf,
     /// Each task's expected outcome, by instance id.
     pub expected: Vec<(String, Expected)>,
+    /// The task whose test outlasts any short timeout (`fixture__calc-9`), a rows file of its
+    /// own so that only it runs under one.
+    pub slow: PathBuf,
 }
 
 const CALC_PYPROJECT: &str = r#"[build-system]
@@ -136,6 +144,7 @@ pub fn build(root: &Path) -> Fixture {
         &[
             ("pyproject.toml", s(CALC_PYPROJECT)),
             ("calc/__init__.py", s(CALC_BUGGY)),
+            ("calc/dice.py", s("def roll():\n    return 0.25\n")),
             ("tests/test_calc.py", s(CALC_TESTS)),
             ("README.md", s("calc\n")),
         ],
@@ -223,6 +232,40 @@ pub fn build(root: &Path) -> Fixture {
     assert_ne!(stale_gold, gold_doc);
     rows.push(row(&calc, 7, &base, &stale_gold, &test_patch_one));
     expected.push((id(&calc.name, 7), Expected::Dropped("gold_apply_failed")));
+
+    // 8: the new tests pass before the fix, and after it each passes at random: whatever the
+    // draws, some test differs between the two runs after (all 24 agreeing: 2^-24), so no
+    // test fails before and passes after and the flaky ones are why.
+    let (gold, test) = pull(
+        &calc,
+        8,
+        &base,
+        &[(
+            "calc/dice.py",
+            s("import random\n\n\ndef roll():\n    return random.random()\n"),
+        )],
+        &[(
+            "tests/test_dice.py",
+            s(
+                "import pytest\n\nfrom calc.dice import roll\n\n\n@pytest.mark.parametrize(\"i\", range(24))\ndef test_roll_is_low(i):\n    assert roll() < 0.5\n",
+            ),
+        )],
+    );
+    rows.push(row(&calc, 8, &base, &gold, &test));
+    expected.push((id(&calc.name, 8), Expected::Dropped("flaky")));
+
+    // 9: a test that sleeps past any short limit.
+    let (gold, test) = pull(
+        &calc,
+        9,
+        &base,
+        &[("calc/__init__.py", s(&doc))],
+        &[(
+            "tests/test_slow.py",
+            s("import time\n\n\ndef test_slow():\n    time.sleep(3600)\n"),
+        )],
+    );
+    let slow_row = row(&calc, 9, &base, &gold, &test);
     calc.mirror(root, &[], &[]);
 
     // words: setup.cfg, and a test dependency only in requirements/tests.txt.
@@ -232,7 +275,7 @@ pub fn build(root: &Path) -> Fixture {
         &[
             (
                 "setup.cfg",
-                s("[metadata]\nname = words\nversion = 0.1.0\n\n[options]\npackages = words\npython_requires = >=3.8\n\n[tool:pytest]\ntestpaths = tests\n"),
+                s("[metadata]\nname = words\nversion = 0.1.0\n\n[options]\npackages = words\npython_requires = >=3.8, <3.12\n\n[tool:pytest]\ntestpaths = tests\n"),
             ),
             ("setup.py", s("from setuptools import setup\n\nsetup()\n")),
             ("requirements/tests.txt", s("-r base.txt\npytest\n")),
@@ -271,6 +314,54 @@ pub fn build(root: &Path) -> Fixture {
         },
     ));
     words.mirror(root, &[], &[]);
+
+    // modern: needs Python 3.13; the test's dependency is only in a PEP 735 group that another
+    // group includes.
+    let modern = WorkRepo::new(root, "fixture/modern");
+    let base = modern.commit(
+        "main",
+        &[
+            (
+                "pyproject.toml",
+                s("[build-system]\nrequires = [\"setuptools>=61\"]\nbuild-backend = \"setuptools.build_meta\"\n\n[project]\nname = \"modern\"\nversion = \"0.1.0\"\nrequires-python = \">=3.13\"\n\n[dependency-groups]\nsupport = [\"tomli-w\"]\ntest = [\"pytest\", {include-group = \"support\"}]\n\n[tool.setuptools]\npackages = [\"modern\"]\n"),
+            ),
+            (
+                "modern/__init__.py",
+                s("import copy\nfrom dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Point:\n    x: int\n    y: int\n\n\ndef moved(p, dx):\n    return copy.replace(p, x=p.x)\n"),
+            ),
+            (
+                "tests/test_modern.py",
+                s("from modern import Point, moved\n\n\ndef test_still():\n    assert moved(Point(1, 2), 0) == Point(1, 2)\n"),
+            ),
+        ],
+        "modern",
+    );
+    let (gold, test) = pull(
+        &modern,
+        1,
+        &base,
+        &[(
+            "modern/__init__.py",
+            s(
+                "import copy\nfrom dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Point:\n    x: int\n    y: int\n\n\ndef moved(p, dx):\n    return copy.replace(p, x=p.x + dx)\n",
+            ),
+        )],
+        &[(
+            "tests/test_modern.py",
+            s(
+                "import tomli_w\n\nfrom modern import Point, moved\n\n\ndef test_still():\n    assert moved(Point(1, 2), 0) == Point(1, 2)\n\n\ndef test_moved():\n    p = moved(Point(1, 2), 3)\n    assert tomli_w.dumps({\"x\": p.x}) == \"x = 4\\n\"\n",
+            ),
+        )],
+    );
+    rows.push(row(&modern, 1, &base, &gold, &test));
+    expected.push((
+        id(&modern.name, 1),
+        Expected::Kept {
+            fail_to_pass: vec!["tests/test_modern.py::test_moved".into()],
+            pass_to_pass: vec!["tests/test_modern.py::test_still".into()],
+        },
+    ));
+    modern.mirror(root, &[], &[]);
 
     // broken: a dependency PyPI does not have.
     let broken = WorkRepo::new(root, "fixture/broken");
@@ -319,9 +410,12 @@ pub fn build(root: &Path) -> Fixture {
     let tasks = root.join("tasks.jsonl");
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(&tasks, text).expect("write tasks.jsonl");
+    let slow = root.join("slow.jsonl");
+    std::fs::write(&slow, format!("{slow_row}\n")).expect("write slow.jsonl");
     Fixture {
         repos: root.join("repos"),
         tasks,
         expected,
+        slow,
     }
 }

@@ -1,19 +1,19 @@
 //! `curate validate` on the project's own fixture repositories (`swerve_tests::environments`),
-//! in Docker for real: every case comes out as its author knows it must, the rows it writes
-//! resolve with their gold patches and not without them through the harness's execution path,
-//! and a second run reuses every task.
+//! in Docker for real: every case comes out as its author knows it must (every reason of
+//! `rejected.jsonl`, each from a fixture made for it); without an engine every task that needs
+//! one is an infrastructure error that the next run retries; a run killed once its first task
+//! has ended loses nothing and redoes nothing when resumed; the rows it writes resolve with
+//! their gold patches and not without them through the harness's execution path; a third run
+//! reuses every task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
 use swerve_tests::environments::{self, Expected};
-
-fn curate() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_curate"))
-}
 
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -21,6 +21,10 @@ fn jsonl(path: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -31,37 +35,109 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-fn validate(fixture: &environments::Fixture, out: &Path) -> String {
-    let output = Command::new(curate())
-        .args(["validate", "--jobs", "2", "--runs", "2", "--timeout", "300"])
+/// `curate validate` on `tasks` into `out`, two containers at once, two runs a side.
+fn command(tasks: &Path, repos: &Path, out: &Path, timeout: u32) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_curate"));
+    command
+        .args(["validate", "--jobs", "2", "--runs", "2"])
+        .args(["--timeout", &timeout.to_string()])
         .arg("--tasks")
-        .arg(&fixture.tasks)
+        .arg(tasks)
         .arg("--repos")
-        .arg(&fixture.repos)
+        .arg(repos)
         .arg("--output")
-        .arg(out)
-        .output()
-        .expect("curate runs");
+        .arg(out);
+    command
+}
+
+fn finished(output: Output, code: i32) -> String {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "curate validate failed:\n{stderr}");
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "curate validate:\n{stderr}"
+    );
     stderr
 }
+
+/// Rows of `rejected.jsonl` or `instances.jsonl` by instance id.
+fn by_id(path: &Path) -> BTreeMap<String, Value> {
+    jsonl(path)
+        .into_iter()
+        .map(|r| (r["instance_id"].as_str().unwrap().to_owned(), r))
+        .collect()
+}
+
+/// The reasons that need no container: the same with or without an engine.
+const STATIC: [&str; 4] = [
+    "no_recipe",
+    "no_test_files",
+    "test_patch_failed",
+    "gold_apply_failed",
+];
 
 #[test]
 fn every_case_ends_as_its_author_knows_and_the_rows_run() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = environments::build(dir.path());
     let out = dir.path().join("out");
-    validate(&fixture, &out);
+    let validate = |timeout| command(&fixture.tasks, &fixture.repos, &out, timeout);
+    let state = out.join("validate_state.jsonl");
 
-    let kept: BTreeMap<String, Value> = jsonl(&out.join("instances.jsonl"))
-        .into_iter()
-        .map(|r| (r["instance_id"].as_str().unwrap().to_owned(), r))
+    // No engine: what needs a container is an infrastructure error, the rest is final.
+    let stderr = finished(
+        validate(300)
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .output()
+            .unwrap(),
+        3,
+    );
+    assert!(stderr.contains("rerun the same command"), "{stderr}");
+    let rejected = by_id(&out.join("rejected.jsonl"));
+    for (id, expected) in &fixture.expected {
+        let reason = rejected[id]["reason"].as_str().unwrap();
+        match expected {
+            Expected::Dropped(r) if STATIC.contains(r) => assert_eq!(reason, *r, "{id}"),
+            _ => assert_eq!(reason, "infra_error", "{id}"),
+        }
+    }
+    let first_lines = std::fs::read_to_string(&state).unwrap().lines().count();
+    assert_eq!(first_lines, fixture.expected.len());
+
+    // With the engine, killed as soon as its first task has ended.
+    let mut child = validate(300)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while std::fs::read_to_string(&state).unwrap().lines().count() == first_lines {
+        assert!(Instant::now() < deadline, "no task ended");
+        assert!(child.try_wait().unwrap().is_none(), "ended before its kill");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A kill may tear the last line; the next run ends it and ignores it.
+    let ended_before_kill: BTreeSet<String> = std::fs::read_to_string(&state)
+        .unwrap()
+        .lines()
+        .skip(first_lines)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["reason"] != "infra_error")
+        .map(|e| e["instance_id"].as_str().unwrap().to_owned())
         .collect();
-    let dropped: BTreeMap<String, Value> = jsonl(&out.join("rejected.jsonl"))
-        .into_iter()
-        .map(|r| (r["instance_id"].as_str().unwrap().to_owned(), r))
-        .collect();
+    assert!(!ended_before_kill.is_empty());
+
+    // Resumed: the rest is done, nothing finished is redone.
+    let stderr = finished(validate(300).output().unwrap(), 0);
+    let funnel = json(&out.join("funnel.json"));
+    assert_eq!(
+        funnel["reused"],
+        STATIC.len() + ended_before_kill.len(),
+        "{stderr}"
+    );
+    let kept = by_id(&out.join("instances.jsonl"));
+    let dropped = by_id(&out.join("rejected.jsonl"));
     for (id, expected) in &fixture.expected {
         match expected {
             Expected::Kept {
@@ -83,22 +159,44 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
                     .get(id)
                     .unwrap_or_else(|| panic!("{id} not rejected: kept as {:?}", kept.get(id)));
                 assert_eq!(row["reason"], *reason, "{id}: {row}");
+                if !STATIC.contains(reason) {
+                    let log = Path::new(row["log"].as_str().unwrap());
+                    assert!(log.exists(), "{id}: {} is not there", log.display());
+                }
             }
         }
     }
     assert_eq!(kept.len() + dropped.len(), fixture.expected.len());
-    let funnel: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("funnel.json")).unwrap()).unwrap();
+    // Every task ended once, whatever the kill (infrastructure errors are retried).
+    let mut ends: BTreeMap<String, usize> = BTreeMap::new();
+    let text = std::fs::read_to_string(&state).unwrap();
+    for end in text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    {
+        if end["reason"] != "infra_error" {
+            *ends
+                .entry(end["instance_id"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+    }
+    assert!(ends.values().all(|n| *n == 1), "{ends:?}");
+    assert_eq!(ends.len(), fixture.expected.len());
     assert_eq!(funnel["tasks_in"], fixture.expected.len());
     assert_eq!(funnel["validated"], kept.len());
-    let envs: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("environments.json")).unwrap())
-            .unwrap();
+    assert!(funnel["images"]["disk_bytes"].as_u64().unwrap() > 0);
+    let envs = json(&out.join("environments.json"));
+    let mut pythons = BTreeSet::new();
     for row in kept.values() {
-        let repo = row["repo"].as_str().unwrap();
-        let version = row["version"].as_str().unwrap();
-        assert!(envs[repo][version].is_object(), "{repo} {version}");
+        let (repo, version) = (
+            row["repo"].as_str().unwrap(),
+            row["version"].as_str().unwrap(),
+        );
+        let env = &envs[repo][version];
+        assert!(env.is_object(), "{repo} {version}");
+        pythons.insert(env["python"].as_str().unwrap().to_owned());
     }
+    assert_eq!(pythons, BTreeSet::from(["3.11".into(), "3.13".into()]));
 
     // The rows as written, through the harness: gold resolves, an empty patch does not.
     let source = swerve_harness::run::source::resolve(
@@ -124,20 +222,48 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
         },
     )
     .unwrap();
-    for (id, row) in &kept {
-        let gold = executor.execute(id, row["patch"].as_str().unwrap());
+    let pending: Vec<_> = kept
+        .iter()
+        .map(|(id, row)| {
+            (
+                id,
+                executor.submit(id, row["patch"].as_str().unwrap()),
+                executor.submit(id, ""),
+            )
+        })
+        .collect();
+    for (id, gold, empty) in pending {
+        let gold = gold.wait();
         assert_eq!(gold.infra_error, None, "{id}");
         assert!(gold.resolved, "{id}: gold not resolved: {gold:?}");
-        let empty = executor.execute(id, "");
-        assert!(!empty.resolved, "{id}: an empty patch resolved");
+        assert!(!empty.wait().resolved, "{id}: an empty patch resolved");
     }
 
-    // A second run finds every task ended and runs nothing.
+    // A third run finds every task ended and runs nothing.
     let before = std::fs::read(out.join("instances.jsonl")).unwrap();
-    validate(&fixture, &out);
-    let funnel: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("funnel.json")).unwrap()).unwrap();
+    finished(validate(300).output().unwrap(), 0);
+    let funnel = json(&out.join("funnel.json"));
     assert_eq!(funnel["reused"], fixture.expected.len());
     assert_eq!(funnel["sandbox_runs"], 0);
     assert_eq!(std::fs::read(out.join("instances.jsonl")).unwrap(), before);
+}
+
+/// A test that outlasts the limit: `timed_out`, found in the first run of each side and not run
+/// again.
+#[test]
+fn a_task_past_its_time_limit_is_timed_out_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = environments::build(dir.path());
+    let out = dir.path().join("slow");
+    finished(
+        command(&fixture.slow, &fixture.repos, &out, 30)
+            .output()
+            .unwrap(),
+        0,
+    );
+    let rejected = jsonl(&out.join("rejected.jsonl"));
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0]["reason"], "timed_out", "{}", rejected[0]);
+    let funnel = json(&out.join("funnel.json"));
+    assert_eq!(funnel["sandbox_runs"], 2, "one run of each side");
 }

@@ -123,7 +123,7 @@ pub async fn submit(
         None => {
             progress.start(to_run.len(), 0);
             let ids = to_run.iter().map(|(r, _)| r.instance_id.clone()).collect();
-            (String::new(), Vec::new(), ids)
+            (crate::images::BaseImages::default(), Vec::new(), ids)
         }
     };
 

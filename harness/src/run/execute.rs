@@ -82,6 +82,20 @@ struct Prepared {
     eval_script: String,
     test_command: String,
     log_parser: String,
+    /// What making the images took, base images included (the first preparation only).
+    images: Vec<images::ImageTiming>,
+}
+
+/// Why a row's image or eval script could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareFailure {
+    /// A command of the row's environment recipe (an install step of its env or instance
+    /// layer) failed: the row's doing, with the end of the build log.
+    #[error("{0}")]
+    Install(String),
+    /// Anything else: the engine, a missing repository, a row without a spec.
+    #[error("{0}")]
+    Infra(String),
 }
 
 /// The executions of one executor's life (local or on a cluster), by [`ExecutionCache::key`]. A
@@ -184,7 +198,7 @@ pub struct PatchExecutor {
 }
 
 /// One instance's image and script, made by the first execution that needs them.
-type PreparedCell = Arc<OnceCell<Result<Prepared, String>>>;
+type PreparedCell = Arc<OnceCell<Result<Prepared, PrepareFailure>>>;
 
 /// The state the executor's tasks share.
 struct ExecutorState {
@@ -193,7 +207,7 @@ struct ExecutorState {
     config: ExecuteConfig,
     sandbox: Sandbox,
     evaluator: EvaluatorPlugin,
-    base: OnceCell<Result<String, String>>,
+    bases: tokio::sync::Mutex<images::BaseImages>,
     prepared: Mutex<HashMap<String, PreparedCell>>,
     permits: Semaphore,
     cache: ExecutionCache,
@@ -233,7 +247,7 @@ impl PatchExecutor {
                 config,
                 sandbox,
                 evaluator,
-                base: OnceCell::new(),
+                bases: tokio::sync::Mutex::default(),
                 prepared: Mutex::new(HashMap::new()),
                 permits,
                 cache: ExecutionCache::default(),
@@ -260,12 +274,47 @@ impl PatchExecutor {
         self.submit(instance_id, patch).wait()
     }
 
+    /// Makes the images of these rows (base, env and instance layers, `workers` rows at once)
+    /// before any execution needs them; for each row, what making its images took (a row's
+    /// later calls and executions reuse the result, failures included).
+    pub fn prepare(
+        &self,
+        instance_ids: &[String],
+    ) -> Vec<Result<Vec<images::ImageTiming>, PrepareFailure>> {
+        use futures_util::StreamExt as _;
+        let shared = Arc::clone(&self.shared);
+        self.runtime.block_on(async move {
+            futures_util::stream::iter(instance_ids)
+                .map(|id| {
+                    let shared = Arc::clone(&shared);
+                    async move {
+                        let Some(row) = shared.rows.get(id) else {
+                            return Err(PrepareFailure::Infra(format!(
+                                "instance `{id}` is not in the dataset"
+                            )));
+                        };
+                        shared.prepare(row).await.map(|p| p.images)
+                    }
+                })
+                .buffered(shared.config.workers.max(1))
+                .collect()
+                .await
+        })
+    }
+
     /// Removes the containers of this executor's executions that are still there (for a
     /// process that is being stopped); returns how many.
     pub fn sweep(&self) -> usize {
+        self.sweep_prefix(&self.shared.config.run_id)
+    }
+
+    /// Removes the containers whose run id starts with `prefix` and `-` (what an earlier,
+    /// killed process of the same caller left: its executors' run ids share the prefix);
+    /// returns how many.
+    pub fn sweep_prefix(&self, prefix: &str) -> usize {
         let sandbox = &self.shared.sandbox;
         self.runtime
-            .block_on(sandbox.sweep_run_prefix(&self.shared.config.run_id))
+            .block_on(sandbox.sweep_run_prefix(prefix))
             .map_or(0, |removed| removed.len())
     }
 
@@ -291,7 +340,7 @@ impl ExecutorState {
                 async move {
                     let prepared = match this.prepare(&row).await {
                         Ok(p) => p,
-                        Err(e) => return infra(e),
+                        Err(e) => return infra(e.to_string()),
                     };
                     this.run(row, prepared, patch).await
                 }
@@ -301,7 +350,7 @@ impl ExecutorState {
     }
 
     /// The image and eval script of `row`, made once per instance.
-    async fn prepare(&self, row: &Instance) -> Result<Prepared, String> {
+    async fn prepare(&self, row: &Instance) -> Result<Prepared, PrepareFailure> {
         let cell = Arc::clone(
             self.prepared
                 .lock()
@@ -310,31 +359,46 @@ impl ExecutorState {
                 .or_default(),
         );
         cell.get_or_init(|| async {
+            let infra = |e: &dyn std::error::Error| PrepareFailure::Infra(super::error_chain(e));
             let envs = &self.source.environments;
-            let base = if envs.get(row).is_some() {
-                self.base
-                    .get_or_init(|| async {
-                        images::ensure_base(&self.sandbox)
-                            .await
-                            .map(|t| t.info.name)
-                            .map_err(|e| super::error_chain(&e))
-                    })
-                    .await
-                    .clone()?
-            } else {
-                String::new()
+            let mut made = Vec::new();
+            // The base images made so far; building one holds the lock, so each is made once.
+            let bases = {
+                let mut bases = self.bases.lock().await;
+                if let Some(env) = envs.get(row)
+                    && bases.for_env(env).is_none()
+                {
+                    let suite = images::base_suite(env.python.as_deref());
+                    let timing = images::ensure_base(&self.sandbox, suite)
+                        .await
+                        .map_err(|e| infra(&e))?;
+                    bases.insert(suite, timing.info.name.clone());
+                    made.push(timing);
+                }
+                bases.clone()
             };
-            let recipe = images::recipe(row, envs, &self.source.repos_dir, &base)
-                .map_err(|e| format!("{e:#}"))?;
-            let timings = images::ensure(&self.sandbox, &recipe)
-                .await
-                .map_err(|e| super::error_chain(&e))?;
+            let recipe =
+                images::recipe(row, envs, &self.source.repos_dir, &bases).map_err(|e| infra(&e))?;
+            let timings = images::ensure(&self.sandbox, &recipe).await.map_err(|e| {
+                match e.install_log() {
+                    Some(log) => PrepareFailure::Install(format!(
+                        "{}: an install step failed:\n{log}",
+                        row.instance_id
+                    )),
+                    None => infra(&e),
+                }
+            })?;
             let info = timings
                 .last()
                 .map(|t| t.info.clone())
-                .ok_or_else(|| "no image was made".to_owned())?;
+                .ok_or_else(|| PrepareFailure::Infra("no image was made".to_owned()))?;
+            made.extend(timings);
             let (eval_script, test_command) = eval_script_for(&self.source, row, self.config.mode)
-                .ok_or_else(|| "no environment spec and no eval_script in the row".to_owned())?;
+                .ok_or_else(|| {
+                    PrepareFailure::Infra(
+                        "no environment spec and no eval_script in the row".to_owned(),
+                    )
+                })?;
             let log_parser = self.source.log_parser_for(row);
             Ok(Prepared {
                 image: recipe.image_name(),
@@ -342,6 +406,7 @@ impl ExecutorState {
                 eval_script,
                 test_command,
                 log_parser,
+                images: made,
             })
         })
         .await

@@ -317,22 +317,19 @@ fn model_name(config: &RunConfig) -> String {
 
 /// Images and jobs of `to_run`, `max_workers` at a time (builds of one recipe are serialised
 /// by the sandbox's build lock), split into results already known (reused, or failed to
-/// prepare) and jobs to run; reports the known ones to `progress`. Returns the base image too.
+/// prepare) and jobs to run; reports the known ones to `progress`. Returns the base images too.
 async fn prepare_all(
     config: &RunConfig,
     sandbox: &Sandbox,
     to_run: &[(&Instance, &Prediction)],
     progress: &dyn Progress,
-) -> Result<(String, Vec<InstanceResult>, Vec<Job>), RunError> {
-    let needs_base = to_run
-        .iter()
-        .any(|(row, _)| config.source.environments.get(row).is_some());
-    let base = if needs_base {
+) -> Result<(images::BaseImages, Vec<InstanceResult>, Vec<Job>), RunError> {
+    let envs = &config.source.environments;
+    if to_run.iter().any(|(row, _)| envs.get(row).is_some()) {
         progress.message("Preparing images");
-        images::ensure_base(sandbox).await?.info.name
-    } else {
-        String::new()
-    };
+    }
+    let (base, _) =
+        images::BaseImages::ensure(sandbox, envs, to_run.iter().map(|(row, _)| *row)).await?;
     let model_dir = run_dir(&config.log_root, &config.run_id).join(model_name(config));
     let workers = config.max_workers.max(1);
     let prepared: Vec<Result<Job, InstanceResult>> = futures_util::stream::iter(to_run.iter())
@@ -387,7 +384,7 @@ async fn evaluate_jobs(
 async fn finish(
     config: &RunConfig,
     sandbox: Option<&Sandbox>,
-    base: &str,
+    base: &images::BaseImages,
     mut instances: Vec<InstanceResult>,
     progress: &dyn Progress,
 ) -> Result<RunSummary, RunError> {
@@ -464,7 +461,7 @@ async fn sweep(sandbox: &Sandbox, run_id: &str, progress: &dyn Progress) -> Resu
 async fn prepare_job(
     config: &RunConfig,
     sandbox: &Sandbox,
-    base: &str,
+    base: &images::BaseImages,
     model_dir: &Path,
     row: &Instance,
     pred: &Prediction,
@@ -550,7 +547,8 @@ fn reuse_or_queue(
     (instances, jobs)
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error and its causes on one line, `: `-separated (what the run logs and reports say).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -566,7 +564,7 @@ async fn leftovers(
     sandbox: &Sandbox,
     run_id: &str,
     source: &DatasetSource,
-    base: &str,
+    base: &images::BaseImages,
 ) -> DockerLeftovers {
     let containers = sandbox.list(Some(run_id)).await.unwrap_or_default();
     let mut images = Vec::new();
