@@ -161,7 +161,8 @@ pub struct ValidateFunnel {
     pub flaky_tests: usize,
     /// Tasks ended in earlier runs and reused.
     pub reused: usize,
-    /// Seconds per stage, summed over the tasks of this run.
+    /// Wall-clock seconds of this run's stages: `static` (patch and recipe checks), `images`,
+    /// `tests` (every run of both sides) and `confirm` (the kept rows' gold run).
     pub stage_seconds: BTreeMap<String, f64>,
     /// Environment (version-group) images the kept tasks use.
     pub environments: usize,
@@ -259,6 +260,7 @@ pub fn validate(
     let mut state = StateWriter::open(&state_path)?;
 
     // Static checks and recipes.
+    let static_started = Instant::now();
     let mut runnable: Vec<(&TaskRow, Recipe, Instant)> = Vec::new();
     for task in pending {
         let started = Instant::now();
@@ -272,6 +274,9 @@ pub fn validate(
         }
     }
 
+    funnel
+        .stage_seconds
+        .insert("static".to_owned(), static_started.elapsed().as_secs_f64());
     if !runnable.is_empty() {
         progress(&format!(
             "Running the tests of {} tasks, {} runs before and after the fix",
@@ -740,6 +745,7 @@ fn run_tests(
     }
 
     // The rows as written, graded by the harness on one more gold run.
+    let confirm_started = Instant::now();
     if !candidates.is_empty() {
         progress(&format!(
             "Confirming {} tasks: gold patch graded by the derived lists",
@@ -771,6 +777,19 @@ fn run_tests(
                 ))?;
                 continue;
             }
+            // The row names its image: harness run, the trainer's executions and SWE-bench's
+            // harness find it by that name, with or without the mirrors.
+            let image = stable_image_name(&task.instance_id, swebench_arch());
+            if let Err(e) = exec.tag_image(&task.instance_id, &image) {
+                record(dropped(
+                    task,
+                    DropReason::InfraError,
+                    format!("cannot name the image {image}: {e}"),
+                    log,
+                    *started,
+                ))?;
+                continue;
+            }
             let mut seconds = BTreeMap::new();
             seconds.insert("tests".to_owned(), tests_seconds);
             seconds.insert("total".to_owned(), started.elapsed().as_secs_f64());
@@ -788,6 +807,10 @@ fn run_tests(
         }
         funnel.sandbox_runs += exec.sandbox_runs();
     }
+    *funnel
+        .stage_seconds
+        .entry("confirm".to_owned())
+        .or_default() += confirm_started.elapsed().as_secs_f64();
     Ok(())
 }
 
@@ -843,9 +866,6 @@ fn write_outputs(
             continue;
         };
         funnel.flaky_tests += end.flaky.len();
-        for (stage, s) in &end.seconds {
-            *funnel.stage_seconds.entry(stage.clone()).or_default() += s;
-        }
         match &end.verdict {
             Verdict::Kept { row, env } => {
                 funnel.validated += 1;

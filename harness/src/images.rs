@@ -319,8 +319,8 @@ pub fn stable_image_name(instance_id: &str, arch: &str) -> String {
     )
 }
 
-/// The recipe of a row's image: built from its environment spec when there is one, else the
-/// row's `image`.
+/// The recipe of a row's image: built from its environment spec when there is one (and its
+/// repository is under `repos_dir`), else the row's `image`.
 pub fn recipe(
     row: &Instance,
     envs: &Environments,
@@ -350,13 +350,22 @@ pub fn recipe(
         .ok_or_else(|| ImagesError::NoBaseCommit {
             instance_id: row.instance_id.clone(),
         })?;
+    // A row that names its image runs in it when the repository is not at hand to build it
+    // (`curate validate`'s rows, which name the images the validation made).
+    let source = match (repo_source(repos_dir, &row.repo), &row.image) {
+        (Ok(source), _) => source,
+        (Err(ImagesError::NoRepo { .. }), Some(image)) => {
+            return Ok(ImageRecipe::Prebuilt(image.clone()));
+        }
+        (Err(e), _) => return Err(e),
+    };
     let mut install = env.pre_install.to_vec();
     install.extend(env.install.to_vec());
     Ok(ImageRecipe::Built {
         instance: InstanceSpec {
             instance_id: row.instance_id.clone(),
             env_image: env_spec.image_name(),
-            source: repo_source(repos_dir, &row.repo)?,
+            source,
             base_commit,
             install,
         },

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use crate::curation::history::WorkRepo;
+use crate::curation::history::{Events, Pr, WorkRepo};
 
 /// What a fixture task must come out as.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,10 @@ pub struct Fixture {
     pub tasks: PathBuf,
     /// Each task's expected outcome, by instance id.
     pub expected: Vec<(String, Expected)>,
+    /// GH Archive hour files in which the kept tasks' pull requests are merged and link an
+    /// issue, so that `curate run --events EVENTS --repos REPOS` makes those tasks (the PRs are
+    /// merged into `main` in the mirrors).
+    pub events: PathBuf,
     /// The task whose test outlasts any short timeout (`fixture__calc-9`), a rows file of its
     /// own so that only it runs under one.
     pub slow: PathBuf,
@@ -131,8 +135,43 @@ fn pull(
     (gold, test)
 }
 
-/// Builds the fixture under `root` (`root/repos`, `root/tasks.jsonl`).
+/// Merges `pr-<number>` of `repo` into `main` and records the events of a merged pull request
+/// that fixes an issue opened the same day.
+fn merged(repo: &WorkRepo, repo_id: u64, number: u64, base: &str, events: &mut Events) {
+    let head = repo.rev(&format!("pr-{number}"));
+    repo.merge("main", &format!("pr-{number}"), number);
+    let issue = 100 + number;
+    let (opened, closed) = (
+        format!("2017-03-{number:02}T09:00:00Z"),
+        format!("2017-03-{number:02}T15:00:00Z"),
+    );
+    events.issue(
+        &repo.name,
+        repo_id,
+        issue,
+        &format!("Task {number} of {} is wrong", repo.name),
+        "What it does and what it should do.",
+        &opened,
+    );
+    let body = format!("Fixes #{issue}");
+    let pr = Pr {
+        repo: &repo.name,
+        repo_id,
+        number,
+        title: "Fix it",
+        body: Some(&body),
+        login: "dev",
+        base: ("main", base),
+        head: &head,
+    };
+    events.pr(&pr, "opened", false, &opened);
+    events.pr(&pr, "closed", true, &closed);
+}
+
+/// Builds the fixture under `root` (`root/repos`, `root/events`, `root/tasks.jsonl`,
+/// `root/slow.jsonl`).
 pub fn build(root: &Path) -> Fixture {
+    let mut events = Events::default();
     let mut rows = Vec::new();
     let mut expected = Vec::new();
     let id = |repo: &str, n: u64| format!("{}-{n}", repo.replace('/', "__"));
@@ -266,6 +305,7 @@ pub fn build(root: &Path) -> Fixture {
         )],
     );
     let slow_row = row(&calc, 9, &base, &gold, &test);
+    merged(&calc, 9001, 1, &base, &mut events);
     calc.mirror(root, &[], &[]);
 
     // words: setup.cfg, and a test dependency only in requirements/tests.txt.
@@ -306,6 +346,7 @@ pub fn build(root: &Path) -> Fixture {
         )],
     );
     rows.push(row(&words, 1, &base, &gold, &test));
+    merged(&words, 9002, 1, &base, &mut events);
     expected.push((
         id(&words.name, 1),
         Expected::Kept {
@@ -354,6 +395,7 @@ pub fn build(root: &Path) -> Fixture {
         )],
     );
     rows.push(row(&modern, 1, &base, &gold, &test));
+    merged(&modern, 9003, 1, &base, &mut events);
     expected.push((
         id(&modern.name, 1),
         Expected::Kept {
@@ -410,12 +452,14 @@ pub fn build(root: &Path) -> Fixture {
     let tasks = root.join("tasks.jsonl");
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(&tasks, text).expect("write tasks.jsonl");
+    events.write(&root.join("events"));
     let slow = root.join("slow.jsonl");
     std::fs::write(&slow, format!("{slow_row}\n")).expect("write slow.jsonl");
     Fixture {
         repos: root.join("repos"),
         tasks,
         expected,
+        events: root.join("events"),
         slow,
     }
 }

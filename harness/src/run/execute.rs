@@ -308,6 +308,25 @@ impl PatchExecutor {
         self.sweep_prefix(&self.shared.config.run_id)
     }
 
+    /// Puts `name` on the image the executions of `instance_id` run in (made by
+    /// [`prepare`](Self::prepare) or an execution), so that a row naming `name` runs there.
+    pub fn tag_image(&self, instance_id: &str, name: &str) -> Result<(), PrepareFailure> {
+        let shared = Arc::clone(&self.shared);
+        self.runtime.block_on(async move {
+            let Some(row) = shared.rows.get(instance_id) else {
+                return Err(PrepareFailure::Infra(format!(
+                    "instance `{instance_id}` is not in the dataset"
+                )));
+            };
+            let prepared = shared.prepare(row).await?;
+            shared
+                .sandbox
+                .tag_image(&prepared.image_id, name)
+                .await
+                .map_err(|e| PrepareFailure::Infra(super::error_chain(&e)))
+        })
+    }
+
     /// Removes the containers whose run id starts with `prefix` and `-` (what an earlier,
     /// killed process of the same caller left: its executors' run ids share the prefix);
     /// returns how many.

@@ -2,4 +2,5 @@
 //! area.
 
 mod curated_tasks;
+mod executable_tasks;
 mod swe_rl_plugin;
