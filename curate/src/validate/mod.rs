@@ -18,19 +18,27 @@
 //!
 //! Network: only while an environment or instance image is built; the tests run without it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+mod lists;
+mod rows;
+mod state;
+
+pub use state::{STATE_FILE, TaskEnd, Verdict};
+
+use lists::{Lists, Side, SideResult, collected, derive_lists, side_result, timed_out};
+use rows::{TaskRow, instance, output_row, read_tasks, write_outputs};
+use state::{StateWriter, is_retried, read_state};
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use swerve_harness::images::{Environments, RepoEnv, stable_image_name, swebench_arch};
-use swerve_harness::run::eval_script::{diff_paths, script_from_spec};
+use swerve_harness::images::{Environments, stable_image_name, swebench_arch};
+use swerve_harness::run::eval_script::diff_paths;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor, PrepareFailure};
 use swerve_harness::run::source::DatasetSource;
-use swerve_host::{Execution, Status};
+use swerve_host::Execution;
 use swerve_mirror::Mirror;
 use swerve_sandbox::ImageOrigin;
 use swerve_swebench::dataset::Instance;
@@ -103,51 +111,6 @@ impl DropReason {
     }
 }
 
-/// How one task ended: a line of `validate_state.jsonl`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskEnd {
-    /// The task's content key (its row's digest): an edited row is validated again.
-    pub key: String,
-    /// The instance id.
-    pub instance_id: String,
-    /// The repository.
-    pub repo: String,
-    /// Kept (the SWE-bench 5 row and its environment) or dropped.
-    #[serde(flatten)]
-    pub verdict: Verdict,
-    /// Flaky tests seen (in neither list).
-    #[serde(default)]
-    pub flaky: Vec<String>,
-    /// Seconds per stage.
-    #[serde(default)]
-    pub seconds: BTreeMap<String, f64>,
-}
-
-/// A task's verdict.
-// One per task, written once: the kept variant's size does not matter.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "verdict", rename_all = "snake_case")]
-pub enum Verdict {
-    /// Validated.
-    Kept {
-        /// The SWE-bench 5 row (the task's own fields kept).
-        row: Map<String, Value>,
-        /// Its environment spec.
-        env: RepoEnv,
-    },
-    /// Dropped.
-    Dropped {
-        /// Why.
-        reason: DropReason,
-        /// What showed it.
-        detail: String,
-        /// The log folder that shows it, when tests ran.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        log: Option<PathBuf>,
-    },
-}
-
 /// `funnel.json`: what a validation did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ValidateFunnel {
@@ -206,21 +169,6 @@ impl ValidateFunnel {
             self.sandbox_runs
         )
     }
-}
-
-/// The state file in the output folder.
-pub const STATE_FILE: &str = "validate_state.jsonl";
-
-/// One task row read from `--tasks`.
-struct TaskRow {
-    line: usize,
-    row: Map<String, Value>,
-    instance_id: String,
-    repo: String,
-    base_commit: String,
-    patch: String,
-    test_patch: String,
-    key: String,
 }
 
 /// Runs the validation and writes the output files; returns the funnel.
@@ -303,17 +251,6 @@ pub fn validate(
     Ok(funnel)
 }
 
-/// Whether an earlier end is redone on resume (an infrastructure failure).
-fn is_retried(end: &TaskEnd) -> bool {
-    matches!(
-        end.verdict,
-        Verdict::Dropped {
-            reason: DropReason::InfraError,
-            ..
-        }
-    )
-}
-
 fn dropped(
     task: &TaskRow,
     reason: DropReason,
@@ -383,137 +320,6 @@ fn prepare(config: &ValidateConfig, task: &TaskRow) -> Result<Recipe, (DropReaso
         }
     }
     recipe::derive(&files).map_err(|e| no_recipe(e.to_string()))
-}
-
-/// The harness row of a task: the task's fields, its recipe's version, and empty test lists.
-fn instance(task: &TaskRow, version: &str, tasks: &Path) -> Result<Instance, CurateError> {
-    let mut row = task.row.clone();
-    row.insert("instance_id".into(), task.instance_id.clone().into());
-    row.insert("version".into(), version.into());
-    row.insert("FAIL_TO_PASS".into(), Value::Array(Vec::new()));
-    row.insert("PASS_TO_PASS".into(), Value::Array(Vec::new()));
-    for field in ["image", "eval_script", "log_parser", "eval_type"] {
-        row.remove(field);
-    }
-    serde_json::from_value(Value::Object(row)).map_err(|source| CurateError::Row {
-        path: tasks.to_owned(),
-        line: task.line,
-        source,
-    })
-}
-
-/// Which side of the fix a run is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Side {
-    Before,
-    After,
-}
-
-/// The statuses of one side over its runs, or why they cannot be used.
-enum SideResult {
-    Statuses(Vec<BTreeMap<String, Status>>),
-    Failed(DropReason, String),
-}
-
-fn side_result(executions: Vec<Execution>, logs: &Path, id: &str, side: Side) -> SideResult {
-    let mut out = Vec::new();
-    for (run, execution) in executions.into_iter().enumerate() {
-        if let Some(error) = execution.infra_error {
-            return SideResult::Failed(DropReason::InfraError, error);
-        }
-        if execution.tests.is_empty() && timed_out(logs, run, id, side) {
-            return SideResult::Failed(
-                DropReason::TimedOut,
-                format!("{side:?} run {} hit the time limit", run + 1),
-            );
-        }
-        out.push(execution.tests);
-    }
-    SideResult::Statuses(out)
-}
-
-/// Whether the run's `test_output.txt` ends with the harness's timeout line.
-fn timed_out(logs: &Path, run: usize, id: &str, side: Side) -> bool {
-    side_logs(logs, run, id, side).iter().any(|dir| {
-        fs_err::read_to_string(dir.join("test_output.txt"))
-            .is_ok_and(|t| t.contains("\n\nTimeout error: "))
-    })
-}
-
-/// The log folders of one side of one run (`<logs>/run-<n>/<id>/<key>/`, told apart by whether
-/// `patch.diff` is empty).
-fn side_logs(logs: &Path, run: usize, id: &str, side: Side) -> Vec<PathBuf> {
-    let dir = logs.join(format!("run-{}", run + 1)).join(id);
-    let Ok(entries) = fs_err::read_dir(&dir) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let empty = fs_err::read_to_string(p.join("patch.diff"))
-                .map(|t| t.trim().is_empty())
-                .unwrap_or(false);
-            empty == (side == Side::Before)
-        })
-        .collect()
-}
-
-/// Whether a run collected any test: a status map holding only `ERROR`s of whole files (what
-/// pytest reports for a test file that does not import) collected none.
-fn collected(statuses: &BTreeMap<String, Status>) -> bool {
-    statuses.iter().any(|(name, status)| {
-        let file_error =
-            status.as_str() == "ERROR" && !name.contains("::") && name.ends_with(".py");
-        !file_error
-    })
-}
-
-/// A test's statuses over runs: the same in every run, or flaky.
-fn stable(runs: &[BTreeMap<String, Status>], test: &str) -> Option<Option<bool>> {
-    let mut seen: Option<Option<bool>> = None;
-    for run in runs {
-        let passed = run.get(test).map(|s| s.is_pass());
-        match seen {
-            None => seen = Some(passed),
-            Some(p) if p != passed => return None,
-            Some(_) => {}
-        }
-    }
-    seen
-}
-
-/// The lists of §2 from the two sides' runs.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Lists {
-    fail_to_pass: Vec<String>,
-    pass_to_pass: Vec<String>,
-    flaky: Vec<String>,
-    failing_after: Vec<String>,
-}
-
-fn derive_lists(before: &[BTreeMap<String, Status>], after: &[BTreeMap<String, Status>]) -> Lists {
-    let names: BTreeSet<&String> = before.iter().chain(after).flat_map(|m| m.keys()).collect();
-    let mut lists = Lists::default();
-    for name in names {
-        // `None`: flaky; `Some(None)`: absent in every run; `Some(Some(p))`: passed or not.
-        let (b, a) = (stable(before, name), stable(after, name));
-        match (b, a) {
-            (None, _) | (_, None) => lists.flaky.push(name.clone()),
-            (Some(b), Some(a)) => {
-                let passed_before = b == Some(true);
-                let passed_after = a == Some(true);
-                if !passed_before && passed_after {
-                    lists.fail_to_pass.push(name.clone());
-                } else if passed_before && passed_after {
-                    lists.pass_to_pass.push(name.clone());
-                } else if a.is_some() && !passed_after {
-                    lists.failing_after.push(name.clone());
-                }
-            }
-        }
-    }
-    lists
 }
 
 /// Runs both sides `runs` times, derives the lists, and confirms the kept tasks' gold patches.
@@ -814,245 +620,9 @@ fn run_tests(
     Ok(())
 }
 
-/// The SWE-bench 5 row written to `instances.jsonl`: the task's own fields, then the row's.
-fn output_row(task: &TaskRow, row: &Instance, env: &RepoEnv) -> Map<String, Value> {
-    let mut out = task.row.clone();
-    let test_cmd = env.test_cmd.as_script_text();
-    let set = |out: &mut Map<String, Value>, k: &str, v: Value| {
-        out.insert(k.to_owned(), v);
-    };
-    set(&mut out, "instance_id", row.instance_id.clone().into());
-    set(
-        &mut out,
-        "version",
-        row.version.clone().unwrap_or_default().into(),
-    );
-    set(&mut out, "FAIL_TO_PASS", row.fail_to_pass.clone().into());
-    set(&mut out, "PASS_TO_PASS", row.pass_to_pass.clone().into());
-    set(
-        &mut out,
-        "image",
-        stable_image_name(&row.instance_id, swebench_arch()).into(),
-    );
-    set(
-        &mut out,
-        "eval_script",
-        script_from_spec(row, env, &test_cmd).into(),
-    );
-    set(
-        &mut out,
-        "log_parser",
-        env.log_parser.clone().unwrap_or_default().into(),
-    );
-    set(&mut out, "eval_type", "pass_and_fail".into());
-    out.entry("problem_statement")
-        .or_insert_with(|| Value::String(String::new()));
-    out
-}
-
-/// Writes `instances.jsonl`, `environments.json`, `rejected.jsonl` and `funnel.json` from the
-/// tasks' ends, in the tasks' order.
-fn write_outputs(
-    dir: &Path,
-    tasks: &[TaskRow],
-    ends: &BTreeMap<String, TaskEnd>,
-    funnel: &mut ValidateFunnel,
-) -> Result<(), CurateError> {
-    let mut instances = String::new();
-    let mut rejected = String::new();
-    let mut environments = Environments::default();
-    for task in tasks {
-        let Some(end) = ends.get(&task.instance_id) else {
-            continue;
-        };
-        funnel.flaky_tests += end.flaky.len();
-        match &end.verdict {
-            Verdict::Kept { row, env } => {
-                funnel.validated += 1;
-                instances.push_str(&serde_json::to_string(row).expect("json"));
-                instances.push('\n');
-                let version = row
-                    .get("version")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                environments
-                    .0
-                    .entry(end.repo.clone())
-                    .or_default()
-                    .insert(version.to_owned(), env.clone());
-            }
-            Verdict::Dropped {
-                reason,
-                detail,
-                log,
-            } => {
-                *funnel
-                    .rejected
-                    .entry(reason.as_str().to_owned())
-                    .or_default() += 1;
-                let line = serde_json::json!({
-                    "instance_id": end.instance_id,
-                    "repo": end.repo,
-                    "reason": reason.as_str(),
-                    "detail": detail,
-                    "log": log,
-                });
-                rejected.push_str(&line.to_string());
-                rejected.push('\n');
-            }
-        }
-    }
-    funnel.environments = environments.0.values().map(BTreeMap::len).sum();
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        swerve_cache::write_atomic(&path, text)
-            .map_err(|source| CurateError::Write { path, source })
-    };
-    write("instances.jsonl", instances)?;
-    write("rejected.jsonl", rejected)?;
-    let mut env_text = serde_json::to_string_pretty(&environments).expect("json");
-    env_text.push('\n');
-    write("environments.json", env_text)?;
-    let mut funnel_text = serde_json::to_string_pretty(funnel).expect("json");
-    funnel_text.push('\n');
-    write("funnel.json", funnel_text)
-}
-
-/// Reads the task rows; a row without `repo`, `base_commit`, `patch` or `test_patch` is an
-/// error naming its line.
-fn read_tasks(path: &Path) -> Result<Vec<TaskRow>, CurateError> {
-    let text = fs_err::read_to_string(path).map_err(|source| CurateError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let line_no = i + 1;
-        let row: Map<String, Value> =
-            serde_json::from_str(line).map_err(|source| CurateError::Row {
-                path: path.to_owned(),
-                line: line_no,
-                source,
-            })?;
-        let field = |name: &'static str| -> Result<String, CurateError> {
-            row.get(name)
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| CurateError::Field {
-                    path: path.to_owned(),
-                    line: line_no,
-                    field: name,
-                })
-        };
-        let repo = field("repo")?;
-        let base_commit = field("base_commit")?;
-        let patch = field("patch")?;
-        let test_patch = field("test_patch")?;
-        let instance_id = match row.get("instance_id").and_then(Value::as_str) {
-            Some(id) => id.to_owned(),
-            None => match row.get("pull_number").and_then(Value::as_u64) {
-                Some(n) => format!("{}-{n}", repo.replace('/', "__")),
-                None => field("instance_id")?,
-            },
-        };
-        let key = hex::encode(Sha256::digest(line.trim().as_bytes()));
-        out.push(TaskRow {
-            line: line_no,
-            row,
-            instance_id,
-            repo,
-            base_commit,
-            patch,
-            test_patch,
-            key,
-        });
-    }
-    Ok(out)
-}
-
-/// The ends recorded so far, by task key; a torn last line (a killed run) is ignored.
-fn read_state(path: &Path) -> HashMap<String, TaskEnd> {
-    let Ok(text) = fs_err::read_to_string(path) else {
-        return HashMap::new();
-    };
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<TaskEnd>(l).ok())
-        .map(|e| (e.key.clone(), e))
-        .collect()
-}
-
-/// Appends ends to the state file, one flushed line each.
-struct StateWriter {
-    path: PathBuf,
-    file: fs_err::File,
-}
-
-impl StateWriter {
-    fn open(path: &Path) -> Result<StateWriter, CurateError> {
-        let err = |source| CurateError::Write {
-            path: path.to_owned(),
-            source,
-        };
-        // A torn last line of a killed run gets its own line ended first.
-        let torn = fs_err::read(path).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n"));
-        let mut file = fs_err::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
-        if torn {
-            file.write_all(b"\n").map_err(err)?;
-        }
-        Ok(StateWriter {
-            path: path.to_owned(),
-            file,
-        })
-    }
-
-    fn push(&mut self, end: &TaskEnd) -> Result<(), CurateError> {
-        let mut line = serde_json::to_string(end).expect("json");
-        line.push('\n');
-        self.file
-            .write_all(line.as_bytes())
-            .and_then(|()| self.file.sync_data())
-            .map_err(|source| CurateError::Write {
-                path: self.path.clone(),
-                source,
-            })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lists_follow_the_rules() {
-        use swerve_host::TestStatus;
-        let run = |failed: &[&str], passed: &[&str]| -> BTreeMap<String, Status> {
-            let f = failed
-                .iter()
-                .map(|t| ((*t).to_owned(), Status::Known(TestStatus::Failed)));
-            let p = passed
-                .iter()
-                .map(|t| ((*t).to_owned(), Status::Known(TestStatus::Passed)));
-            f.chain(p).collect()
-        };
-        let before = [run(&["a", "g"], &["b", "f"]), run(&["a", "f", "g"], &["b"])];
-        let after = [
-            run(&["g"], &["a", "b", "c", "f"]),
-            run(&["g"], &["a", "b", "c", "f"]),
-        ];
-        let lists = derive_lists(&before, &after);
-        // `c` is absent before and passes after: FAIL_TO_PASS.
-        assert_eq!(lists.fail_to_pass, ["a", "c"]);
-        assert_eq!(lists.pass_to_pass, ["b"]);
-        assert_eq!(lists.flaky, ["f"]);
-        assert_eq!(lists.failing_after, ["g"]);
-    }
 
     #[test]
     fn reasons_are_snake_case() {
