@@ -1,6 +1,8 @@
-//! The optional relevant-file model: a chat model behind an OpenAI-compatible endpoint (what
-//! users run locally: vLLM, SGLang, llama.cpp's server). It is given the issue, the edited paths
-//! and candidate paths, and answers with paths, one per line. Its answer is a suggestion only:
+//! The optional chat model behind an OpenAI-compatible endpoint (what users run locally: vLLM,
+//! SGLang, llama.cpp's server), for relevant files (`curate run --relevant-endpoint`) and for
+//! environment recipes the rules cannot make (`curate validate --setup-endpoint`,
+//! [`crate::setup`]). For relevant files it is given the issue, the edited paths and candidate
+//! paths, and answers with paths, one per line. Its answer is a suggestion only:
 //! [`crate::relevant`] validates every path (exists at the base, text, not edited) and falls
 //! back to the deterministic rule when the endpoint fails or suggests nothing usable.
 //! Requests use temperature 0 and a fixed seed, so a deterministic server gives stable output.
@@ -97,15 +99,25 @@ impl Endpoint {
         count: usize,
     ) -> Result<Vec<String>, String> {
         let candidates = &candidates[..candidates.len().min(self.config.max_paths)];
+        let content = self.chat(
+            SYSTEM,
+            &Self::prompt(issue, edited, candidates, count),
+            64 * count.max(1) + 64,
+        )?;
+        Ok(parse_paths(&content))
+    }
+
+    /// One chat completion at temperature 0 with a fixed seed: the reply's text.
+    pub fn chat(&self, system: &str, user: &str, max_tokens: usize) -> Result<String, String> {
         let body = json!({
             "model": self.config.model,
             "messages": [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": Self::prompt(issue, edited, candidates, count)},
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
             ],
             "temperature": 0,
             "seed": 0,
-            "max_tokens": 64 * count.max(1) + 64,
+            "max_tokens": max_tokens,
         });
         let url = format!("{}/chat/completions", self.config.url.trim_end_matches('/'));
         let mut request = self.agent.post(&url);
@@ -119,10 +131,10 @@ impl Endpoint {
             .body_mut()
             .read_json()
             .map_err(|e| format!("{url}: {e}"))?;
-        let content = reply["choices"][0]["message"]["content"]
+        reply["choices"][0]["message"]["content"]
             .as_str()
-            .ok_or_else(|| format!("{url}: no choices[0].message.content in the reply"))?;
-        Ok(parse_paths(content))
+            .map(str::to_owned)
+            .ok_or_else(|| format!("{url}: no choices[0].message.content in the reply"))
     }
 }
 

@@ -6,11 +6,12 @@
 //! reason for every other PR (`rejected.jsonl`) and the funnel (`funnel.json`).
 //!
 //! `curate validate` ([`validate`]) then makes tasks executable: an environment [`recipe`] from
-//! each repository's own files, and FAIL_TO_PASS / PASS_TO_PASS derived by running the tests
-//! before and after the fix through the harness's own execution path.
+//! each repository's own files (or, where those give none that installs, from a chat model the
+//! user runs: [`setup`]), and FAIL_TO_PASS / PASS_TO_PASS derived by running the tests before
+//! and after the fix through the harness's own execution path.
 //!
 //! It is not a GitHub client (it reads local files and clones only; the optional network calls
-//! are to a relevant-file model the user runs, and PyPI while an environment image is built),
+//! are to the chat model the user runs for relevant files or recipes, and PyPI while an environment image is built),
 //! not a judge of whether an issue describes a bug, and not a second harness: validation runs
 //! through `swerve-harness`.
 //!
@@ -36,6 +37,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod recipe;
 pub mod relevant;
+pub mod setup;
 pub mod spill;
 pub mod table;
 pub mod validate;

@@ -125,6 +125,14 @@ struct ValidateArgs {
     /// Limit for one run's tests, in seconds.
     #[arg(long, default_value_t = 1800, value_parser = swerve_cli::count)]
     timeout: usize,
+    /// OpenAI-compatible API base URL of a model asked for an environment recipe where the
+    /// repository's files give none or its install failed (at most 3 answers a task, each shown
+    /// the failing log); needs --setup-model.
+    #[arg(long, requires = "setup_model")]
+    setup_endpoint: Option<String>,
+    /// The model name to send to --setup-endpoint.
+    #[arg(long, requires = "setup_endpoint")]
+    setup_model: Option<String>,
 }
 
 /// Where `curate run` does its work.
@@ -355,6 +363,11 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         jobs: args.jobs,
         runs: args.runs,
         timeout: std::time::Duration::from_secs(args.timeout as u64),
+        setup: args
+            .setup_endpoint
+            .as_deref()
+            .zip(args.setup_model.as_deref())
+            .map(|(url, model)| swerve_curate::endpoint::EndpointConfig::new(url, model)),
     };
     let host = swerve_host::Host::new(swerve_host::HostConfig {
         cache_dir: Some(swerve_host::default_precompile_dir()),

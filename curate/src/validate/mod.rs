@@ -20,12 +20,13 @@
 
 mod lists;
 mod rows;
+mod stages;
 mod state;
 
 pub use state::{STATE_FILE, TaskEnd, Verdict};
 
-use lists::{Lists, Side, SideResult, collected, derive_lists, side_result, timed_out};
-use rows::{TaskRow, instance, output_row, read_tasks, write_outputs};
+use rows::{TaskRow, read_tasks, write_outputs};
+use stages::{Runnable, Stages};
 use state::{StateWriter, is_retried, read_state};
 
 use std::collections::BTreeMap;
@@ -33,18 +34,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use swerve_harness::images::{Environments, stable_image_name, swebench_arch};
 use swerve_harness::run::eval_script::diff_paths;
-use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor, PrepareFailure};
-use swerve_harness::run::source::DatasetSource;
-use swerve_host::Execution;
 use swerve_mirror::Mirror;
-use swerve_sandbox::ImageOrigin;
-use swerve_swebench::dataset::Instance;
 
+use crate::endpoint::EndpointConfig;
 use crate::error::CurateError;
-use crate::recipe::{self, Files, Recipe};
+use crate::recipe::{self, Files};
+use crate::setup::{Ask, SetupModel};
 
 /// A `curate validate` run.
 #[derive(Debug, Clone)]
@@ -62,6 +58,9 @@ pub struct ValidateConfig {
     pub runs: usize,
     /// Limit for one run's tests.
     pub timeout: Duration,
+    /// A chat model asked for a recipe where the rules make none or its install failed
+    /// (`--setup-endpoint`, `--setup-model`).
+    pub setup: Option<EndpointConfig>,
 }
 
 /// Why a task was dropped.
@@ -133,6 +132,10 @@ pub struct ValidateFunnel {
     pub sandbox_runs: u64,
     /// The images this run's tasks needed.
     pub images: ImagesFunnel,
+    /// Recipes asked of the setup model.
+    pub setup_answers: usize,
+    /// Recipes of the setup model that were used (their images built).
+    pub setup_recipes: usize,
 }
 
 /// Images in `funnel.json`.
@@ -208,12 +211,17 @@ pub fn validate(
     let mut state = StateWriter::open(&state_path)?;
 
     // Static checks and recipes.
+    let setup = config.setup.as_ref().map(SetupModel::new);
     let static_started = Instant::now();
-    let mut runnable: Vec<(&TaskRow, Recipe, Instant)> = Vec::new();
+    let mut runnable: Vec<Runnable<'_>> = Vec::new();
     for task in pending {
         let started = Instant::now();
-        match prepare(config, task) {
-            Ok(recipe) => runnable.push((task, recipe, started)),
+        match prepare(config, setup.as_ref(), task, started) {
+            Ok(r) => {
+                funnel.setup_answers += r.asked;
+                funnel.setup_recipes += r.asked;
+                runnable.push(r);
+            }
             Err((reason, detail)) => {
                 let end = dropped(task, reason, detail, None, started);
                 state.push(&end)?;
@@ -221,30 +229,24 @@ pub fn validate(
             }
         }
     }
-
     funnel
         .stage_seconds
         .insert("static".to_owned(), static_started.elapsed().as_secs_f64());
+
     if !runnable.is_empty() {
-        progress(&format!(
-            "Running the tests of {} tasks, {} runs before and after the fix",
-            runnable.len(),
-            config.runs
-        ));
         // Each end is on disk as soon as it is known: a killed run keeps what it finished.
         let mut record = |end: TaskEnd| -> Result<(), CurateError> {
             state.push(&end)?;
             ends.insert(end.instance_id.clone(), end);
             Ok(())
         };
-        run_tests(
+        let stages = Stages {
             config,
-            &evaluator,
-            &runnable,
-            &mut funnel,
+            evaluator: &evaluator,
+            setup: setup.as_ref(),
             progress,
-            &mut record,
-        )?;
+        };
+        stages.run(&mut runnable, &mut funnel, &mut record)?;
     }
 
     write_outputs(&config.output, &tasks, &ends, &mut funnel)?;
@@ -272,8 +274,14 @@ fn dropped(
     }
 }
 
-/// The checks that need no container, and the recipe.
-fn prepare(config: &ValidateConfig, task: &TaskRow) -> Result<Recipe, (DropReason, String)> {
+/// The checks that need no container, and the recipe: the rules', else (with a setup model)
+/// the model's.
+fn prepare<'a>(
+    config: &ValidateConfig,
+    setup: Option<&SetupModel>,
+    task: &'a TaskRow,
+    started: Instant,
+) -> Result<Runnable<'a>, (DropReason, String)> {
     if diff_paths(&task.test_patch).is_empty() {
         return Err((
             DropReason::NoTestFiles,
@@ -319,305 +327,29 @@ fn prepare(config: &ValidateConfig, task: &TaskRow) -> Result<Recipe, (DropReaso
             files.insert(path, String::from_utf8_lossy(&bytes).into_owned());
         }
     }
-    recipe::derive(&files).map_err(|e| no_recipe(e.to_string()))
-}
-
-/// Runs both sides `runs` times, derives the lists, and confirms the kept tasks' gold patches.
-fn run_tests(
-    config: &ValidateConfig,
-    evaluator: &swerve_host::EvaluatorPlugin,
-    runnable: &[(&TaskRow, Recipe, Instant)],
-    funnel: &mut ValidateFunnel,
-    progress: &dyn Fn(&str),
-    record: &mut dyn FnMut(TaskEnd) -> Result<(), CurateError>,
-) -> Result<(), CurateError> {
-    let logs = config.output.join("logs");
-    let mut environments = Environments::default();
-    let mut rows = Vec::new();
-    for (task, recipe, _) in runnable {
-        let version = recipe.version();
-        environments
-            .0
-            .entry(task.repo.clone())
-            .or_default()
-            .insert(version.clone(), recipe.env.clone());
-        rows.push(instance(task, &version, &config.tasks)?);
-    }
-    let source = |rows: Vec<Instance>| DatasetSource {
-        name: "curate-validate".to_owned(),
-        rows_file: config.tasks.clone(),
-        all_ids: rows.iter().map(|r| r.instance_id.clone()).collect(),
-        rows,
-        environments: environments.clone(),
-        repos_dir: config.repos.clone(),
-    };
-    // Containers are named after the output folder, so that a later run finds what a killed
-    // one left.
-    let run_prefix = format!(
-        "validate-{}",
-        &hex::encode(Sha256::digest(
-            std::path::absolute(&config.output)
-                .unwrap_or_else(|_| config.output.clone())
-                .to_string_lossy()
-                .as_bytes()
-        ))[..12]
-    );
-    let executor = |rows: Vec<Instance>, name: String| {
-        let execute = ExecuteConfig {
-            run_id: format!("{run_prefix}-{name}"),
-            work_dir: logs.join(&name),
-            workers: config.jobs.max(1),
-            timeout: config.timeout,
-            run_empty_patches: true,
-            ..ExecuteConfig::default()
-        };
-        PatchExecutor::new(source(rows), evaluator.clone(), execute).map_err(|e| {
-            CurateError::Executor {
-                what: "the sandbox executor",
-                source: e.into(),
-            }
-        })
-    };
-
-    // The images first, `jobs` rows at once: a recipe whose install fails is the task's end.
-    let images_started = Instant::now();
-    // No engine to run on is nobody's task's fault: every task ends as an infrastructure
-    // error, which the next run retries.
-    let first = match executor(rows.clone(), "run-1".to_owned()) {
-        Ok(first) => first,
-        Err(e) => {
-            let why = swerve_harness::run::error_chain(&e);
-            progress(&format!("No sandbox: {why}"));
-            for (task, _, started) in runnable {
-                record(dropped(
-                    task,
-                    DropReason::InfraError,
-                    why.clone(),
-                    None,
-                    *started,
-                ))?;
-            }
-            return Ok(());
+    let (recipe, asked) = match (recipe::derive(&files), setup) {
+        (Ok(recipe), _) => (recipe, 0),
+        (Err(e), None) => return Err(no_recipe(e.to_string())),
+        (Err(e), Some(model)) => {
+            let why = format!("the rules make no recipe: {e}");
+            let recipe = model
+                .recipe(&Ask {
+                    repo: &task.repo,
+                    files: &files,
+                    failed: None,
+                    failure: &why,
+                })
+                .map_err(|asked| no_recipe(format!("{why}; {asked}")))?;
+            (recipe, 1)
         }
     };
-    // What a killed earlier run of this output folder left running.
-    let swept = first.sweep_prefix(&run_prefix);
-    if swept > 0 {
-        progress(&format!("Removed {swept} containers of an earlier run"));
-    }
-    let ids: Vec<String> = runnable
-        .iter()
-        .map(|(task, _, _)| task.instance_id.clone())
-        .collect();
-    progress(&format!("Making the images of {} tasks", ids.len()));
-    let mut failed: Vec<bool> = vec![false; runnable.len()];
-    let mut no_images: Vec<bool> = vec![false; runnable.len()];
-    let mut sizes: BTreeMap<String, u64> = BTreeMap::new();
-    for (i, made) in first.prepare(&ids).into_iter().enumerate() {
-        let (task, _, started) = &runnable[i];
-        match made {
-            Ok(timings) => {
-                let mut below = 0;
-                for timing in timings {
-                    match timing.info.origin {
-                        ImageOrigin::Built => funnel.images.built += 1,
-                        _ => funnel.images.reused += 1,
-                    }
-                    // What a layer adds to the one below it.
-                    let own = timing.info.size_bytes.saturating_sub(below);
-                    below = timing.info.size_bytes;
-                    sizes.insert(timing.info.id, own);
-                }
-            }
-            Err(failure) => {
-                failed[i] = true;
-                no_images[i] = true;
-                let (reason, detail) = match failure {
-                    PrepareFailure::Install(log) => (DropReason::InstallFailed, log),
-                    PrepareFailure::Infra(why) => (DropReason::InfraError, why),
-                };
-                let log = logs
-                    .join("images")
-                    .join(format!("{}.log", task.instance_id));
-                let written = fs_err::create_dir_all(logs.join("images"))
-                    .and_then(|()| fs_err::write(&log, &detail));
-                record(dropped(
-                    task,
-                    reason,
-                    detail,
-                    written.is_ok().then_some(log),
-                    *started,
-                ))?;
-            }
-        }
-    }
-    funnel.images.disk_bytes = sizes.values().sum();
-    *funnel.stage_seconds.entry("images".to_owned()).or_default() +=
-        images_started.elapsed().as_secs_f64();
-
-    // runs × (before, after), one executor per run so that each run is a fresh container; a
-    // task that timed out or failed in one run is not run again.
-    let mut sides: Vec<(Vec<Execution>, Vec<Execution>)> =
-        vec![(Vec::new(), Vec::new()); runnable.len()];
-    let tests_started = Instant::now();
-    let mut first = Some(first);
-    for run in 0..config.runs.max(1) {
-        let exec = match first.take() {
-            Some(exec) => exec,
-            None => executor(rows.clone(), format!("run-{}", run + 1))?,
-        };
-        let pending: Vec<_> = runnable
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !failed[*i])
-            .map(|(i, (task, _, _))| {
-                (
-                    i,
-                    exec.submit(&task.instance_id, ""),
-                    exec.submit(&task.instance_id, &task.patch),
-                )
-            })
-            .collect();
-        for (i, before, after) in pending {
-            let (before, after) = (before.wait(), after.wait());
-            let id = &runnable[i].0.instance_id;
-            let ended = |e: &Execution, side| {
-                e.infra_error.is_some() || (e.tests.is_empty() && timed_out(&logs, run, id, side))
-            };
-            failed[i] = ended(&before, Side::Before) || ended(&after, Side::After);
-            sides[i].0.push(before);
-            sides[i].1.push(after);
-        }
-        funnel.sandbox_runs += exec.sandbox_runs();
-        progress(&format!("run {} of {} done", run + 1, config.runs.max(1)));
-    }
-    let tests_seconds = tests_started.elapsed().as_secs_f64();
-    *funnel.stage_seconds.entry("tests".to_owned()).or_default() += tests_seconds;
-    let tests_seconds = tests_seconds / runnable.len() as f64;
-
-    let mut candidates: Vec<(usize, Instance, Lists)> = Vec::new();
-    for (i, ((task, _, started), (before, after))) in runnable.iter().zip(sides).enumerate() {
-        if no_images[i] {
-            continue;
-        }
-        let log = Some(logs.join("run-1").join(&task.instance_id));
-        let (before, after) = match (
-            side_result(before, &logs, &task.instance_id, Side::Before),
-            side_result(after, &logs, &task.instance_id, Side::After),
-        ) {
-            (SideResult::Failed(reason, detail), _) | (_, SideResult::Failed(reason, detail)) => {
-                record(dropped(task, reason, detail, log, *started))?;
-                continue;
-            }
-            (SideResult::Statuses(b), SideResult::Statuses(a)) => (b, a),
-        };
-        if !before.iter().chain(&after).any(collected) {
-            record(dropped(
-                task,
-                DropReason::TestsNotCollected,
-                "no test was collected in any run (only collection errors, or nothing)".to_owned(),
-                log,
-                *started,
-            ))?;
-            continue;
-        }
-        let lists = derive_lists(&before, &after);
-        if lists.fail_to_pass.is_empty() {
-            let (reason, detail) = if !lists.flaky.is_empty() {
-                (
-                    DropReason::Flaky,
-                    format!("flaky between runs: {}", lists.flaky.join(", ")),
-                )
-            } else if !lists.failing_after.is_empty() {
-                (
-                    DropReason::GoldFails,
-                    format!("failing after the fix: {}", lists.failing_after.join(", ")),
-                )
-            } else {
-                (
-                    DropReason::NoFailToPass,
-                    "every test passes before the fix".to_owned(),
-                )
-            };
-            let mut end = dropped(task, reason, detail, log, *started);
-            end.flaky = lists.flaky;
-            record(end)?;
-            continue;
-        }
-        let mut row = rows[i].clone();
-        row.fail_to_pass = lists.fail_to_pass.clone();
-        row.pass_to_pass = lists.pass_to_pass.clone();
-        candidates.push((i, row, lists));
-    }
-
-    // The rows as written, graded by the harness on one more gold run.
-    let confirm_started = Instant::now();
-    if !candidates.is_empty() {
-        progress(&format!(
-            "Confirming {} tasks: gold patch graded by the derived lists",
-            candidates.len()
-        ));
-        let exec = executor(
-            candidates.iter().map(|(_, row, _)| row.clone()).collect(),
-            "confirm".to_owned(),
-        )?;
-        let pending: Vec<_> = candidates
-            .iter()
-            .map(|(i, _, _)| exec.submit(&runnable[*i].0.instance_id, &runnable[*i].0.patch))
-            .collect();
-        for ((i, row, lists), pending) in candidates.into_iter().zip(pending) {
-            let (task, recipe, started) = &runnable[i];
-            let execution = pending.wait();
-            let log = Some(logs.join("confirm").join(&task.instance_id));
-            if let Some(error) = execution.infra_error {
-                record(dropped(task, DropReason::InfraError, error, log, *started))?;
-                continue;
-            }
-            if !execution.resolved {
-                record(dropped(
-                    task,
-                    DropReason::GoldFails,
-                    "the gold patch is not graded resolved by the derived lists".to_owned(),
-                    log,
-                    *started,
-                ))?;
-                continue;
-            }
-            // The row names its image: harness run, the trainer's executions and SWE-bench's
-            // harness find it by that name, with or without the mirrors.
-            let image = stable_image_name(&task.instance_id, swebench_arch());
-            if let Err(e) = exec.tag_image(&task.instance_id, &image) {
-                record(dropped(
-                    task,
-                    DropReason::InfraError,
-                    format!("cannot name the image {image}: {e}"),
-                    log,
-                    *started,
-                ))?;
-                continue;
-            }
-            let mut seconds = BTreeMap::new();
-            seconds.insert("tests".to_owned(), tests_seconds);
-            seconds.insert("total".to_owned(), started.elapsed().as_secs_f64());
-            record(TaskEnd {
-                key: task.key.clone(),
-                instance_id: task.instance_id.clone(),
-                repo: task.repo.clone(),
-                verdict: Verdict::Kept {
-                    row: output_row(task, &row, &recipe.env),
-                    env: recipe.env.clone(),
-                },
-                flaky: lists.flaky,
-                seconds,
-            })?;
-        }
-        funnel.sandbox_runs += exec.sandbox_runs();
-    }
-    *funnel
-        .stage_seconds
-        .entry("confirm".to_owned())
-        .or_default() += confirm_started.elapsed().as_secs_f64();
-    Ok(())
+    Ok(Runnable {
+        task,
+        recipe,
+        files,
+        asked,
+        started,
+    })
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@ use serde_json::Value;
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
 use swerve_tests::environments::{self, Expected};
 
+use crate::support;
+
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -266,4 +268,142 @@ fn a_task_past_its_time_limit_is_timed_out_once() {
     assert_eq!(rejected[0]["reason"], "timed_out", "{}", rejected[0]);
     let funnel = json(&out.join("funnel.json"));
     assert_eq!(funnel["sandbox_runs"], 2, "one run of each side");
+}
+
+/// The rows of `fixture`'s tasks file whose instance ids are `ids`, as a tasks file of their own.
+fn subset(fixture: &environments::Fixture, ids: &[&str], to: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(&fixture.tasks).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let row: Value = serde_json::from_str(l).unwrap();
+            ids.contains(&row["instance_id"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(lines.len(), ids.len());
+    let path = to.join(format!("{}.jsonl", ids.join("+")));
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// A recipe as a setup model answers it.
+fn answer(python: &str, pre_install: &[&str], install: &[&str]) -> String {
+    // Without build isolation the build backend must be in the environment.
+    format!(
+        "```json\n{}\n```",
+        serde_json::json!({
+            "python": python, "pip_packages": ["pytest", "setuptools"], "pre_install": pre_install,
+            "install": install, "test_cmd": "pytest -rA", "log_parser": "parse_log_pytest",
+        })
+    )
+}
+
+/// With `--setup-endpoint`, a model's recipe stands in where the rules make none (`plain`, no
+/// packaging file) and where the rules' install fails (`broken`, a dependency PyPI lacks): it is
+/// shown the failing log, its first answer fails too, its second builds; both tasks are kept
+/// and their recipes are in `environments.json`. A model whose answers never build gets three
+/// tries, then the task is `install_failed`.
+#[test]
+fn a_setup_model_makes_the_recipes_the_rules_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = environments::build(dir.path());
+    let tasks = subset(
+        &fixture,
+        &["fixture__plain-1", "fixture__broken-1"],
+        dir.path(),
+    );
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, bool)>::new()));
+    let seen = asked.clone();
+    let (url, served) = support::mock_chat_server_with(move |request| {
+        let prompt = request["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let shows_log = prompt.contains("swerve-fixture-no-such-distribution");
+        let mut seen = seen.lock().unwrap();
+        if prompt.contains("Repository: fixture/plain") {
+            seen.push(("plain".into(), prompt.contains("make no recipe")));
+            answer("3.11", &[], &[])
+        } else {
+            let tries = seen.iter().filter(|(r, _)| r == "broken").count();
+            seen.push(("broken".into(), shows_log));
+            // First the rules' install again, then one without the missing dependency.
+            if tries == 0 {
+                answer(
+                    "3.13",
+                    &[],
+                    &["python -m pip install --no-build-isolation -e ."],
+                )
+            } else {
+                answer(
+                    "3.13",
+                    &[],
+                    &["python -m pip install --no-build-isolation --no-deps -e ."],
+                )
+            }
+        }
+    });
+    let out = dir.path().join("setup");
+    finished(
+        command(&tasks, &fixture.repos, &out, 300)
+            .args(["--setup-endpoint", &url, "--setup-model", "fixture-model"])
+            .output()
+            .unwrap(),
+        0,
+    );
+    let kept = by_id(&out.join("instances.jsonl"));
+    assert_eq!(
+        kept.len(),
+        2,
+        "{}",
+        std::fs::read_to_string(out.join("rejected.jsonl")).unwrap()
+    );
+    assert_eq!(
+        strings(&kept["fixture__plain-1"]["FAIL_TO_PASS"]),
+        ["test_plain.py::test_x"]
+    );
+    assert_eq!(
+        strings(&kept["fixture__broken-1"]["FAIL_TO_PASS"]),
+        ["tests/test_value.py::test_value"]
+    );
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [
+            ("plain".to_owned(), true),
+            ("broken".to_owned(), true),
+            ("broken".to_owned(), true)
+        ]
+    );
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let funnel = json(&out.join("funnel.json"));
+    assert_eq!(
+        (
+            funnel["setup_answers"].as_u64(),
+            funnel["setup_recipes"].as_u64()
+        ),
+        (Some(3), Some(2))
+    );
+    let envs = json(&out.join("environments.json"));
+    let broken = &kept["fixture__broken-1"];
+    let env = &envs["fixture/broken"][broken["version"].as_str().unwrap()];
+    assert_eq!(
+        env["install"][0],
+        "python -m pip install --no-build-isolation --no-deps -e ."
+    );
+
+    // Answers that never build: three tries, then install_failed.
+    let tasks = subset(&fixture, &["fixture__broken-1"], dir.path());
+    let (url, served) = support::mock_chat_server(&answer("3.13", &["exit 3"], &[]));
+    let out = dir.path().join("never");
+    finished(
+        command(&tasks, &fixture.repos, &out, 300)
+            .args(["--setup-endpoint", &url, "--setup-model", "fixture-model"])
+            .output()
+            .unwrap(),
+        0,
+    );
+    let rejected = jsonl(&out.join("rejected.jsonl"));
+    assert_eq!(rejected[0]["reason"], "install_failed", "{}", rejected[0]);
+    assert!(rejected[0]["detail"].as_str().unwrap().contains("3 tries"));
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 3);
 }

@@ -118,6 +118,7 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
             jobs: 2,
             runs: 2,
             timeout: Duration::from_secs(300),
+            setup: None,
         },
         evaluator(),
         &|_| {},

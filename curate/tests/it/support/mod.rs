@@ -50,15 +50,21 @@ pub fn read_output(dir: &Path) -> Written {
 /// whose `choices[0].message.content` is `content`. Returns the base URL (`http://…/v1`) and a
 /// counter of requests served.
 pub fn mock_chat_server(content: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let content = content.to_owned();
+    mock_chat_server_with(move |_| content.clone())
+}
+
+/// An OpenAI-compatible chat server on 127.0.0.1 whose answer to each request (its JSON body)
+/// is `answer`'s. Returns the base URL (`http://…/v1`) and a counter of requests served.
+pub fn mock_chat_server_with(
+    answer: impl Fn(&serde_json::Value) -> String + Send + 'static,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::sync::atomic::Ordering;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = served.clone();
-    let body =
-        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}]})
-            .to_string();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
@@ -83,6 +89,9 @@ pub fn mock_chat_server(content: &str) -> (String, std::sync::Arc<std::sync::ato
             let request: serde_json::Value = serde_json::from_slice(&request).unwrap();
             assert_eq!(request["temperature"], 0);
             counter.fetch_add(1, Ordering::SeqCst);
+            let content = answer(&request);
+            let body = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": content}}]})
+                .to_string();
             let reply = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
