@@ -81,4 +81,13 @@ pub enum CurateError {
         #[source]
         source: parquet::errors::ParquetError,
     },
+    /// The SWE-bench 5 task repository (`curate validate --task-repo`) could not be written.
+    #[error("cannot write the task repository {}", path.display())]
+    TaskRepo {
+        /// Its folder.
+        path: PathBuf,
+        /// What failed.
+        #[source]
+        source: swerve_swebench::task_repo::TaskRepoError,
+    },
 }

@@ -133,6 +133,10 @@ struct ValidateArgs {
     /// The model name to send to --setup-endpoint.
     #[arg(long, requires = "setup_endpoint")]
     setup_model: Option<String>,
+    /// Also write the kept rows as a SWE-bench 5 task repository in OUTPUT/task-repo
+    /// (`swebench dataset check` accepts it)
+    #[arg(long)]
+    task_repo: bool,
 }
 
 /// Where `curate run` does its work.
@@ -368,6 +372,7 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
             .as_deref()
             .zip(args.setup_model.as_deref())
             .map(|(url, model)| swerve_curate::endpoint::EndpointConfig::new(url, model)),
+        task_repo: args.task_repo,
     };
     let host = swerve_host::Host::new(swerve_host::HostConfig {
         cache_dir: Some(swerve_host::default_precompile_dir()),

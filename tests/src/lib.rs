@@ -51,6 +51,51 @@ pub fn slurm_up(what: &str) -> bool {
     up
 }
 
+/// SWE-bench 5.0.2 from PyPI in a virtual environment of its own, `target/swebench-venv` (the
+/// one `harness/datasets/swerve-mini/compare_swebench.sh` uses), made when missing: the
+/// environment's folder, or `None` when it cannot be made here (`what` is [`skip`]ped).
+pub fn swebench_venv(what: &str) -> Option<PathBuf> {
+    let venv = repo_root().join("target/swebench-venv");
+    let python = venv.join("bin/python");
+    let installed = || {
+        std::process::Command::new(&python)
+            .args([
+                "-c",
+                "import importlib.metadata as m; assert m.version('swebench') == '5.0.2'",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    // Tests of one run may ask at once: one makes it, the others wait.
+    std::fs::create_dir_all(repo_root().join("target")).ok()?;
+    let lock = std::fs::File::create(repo_root().join("target/swebench-venv.lock")).ok()?;
+    lock.lock().ok()?;
+    if !installed() {
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .is_ok_and(|s| s.success())
+            && std::process::Command::new(venv.join("bin/pip"))
+                .args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "swebench==5.0.2",
+                ])
+                .status()
+                .is_ok_and(|s| s.success());
+        if !made || !installed() {
+            skip(
+                what,
+                "cannot install swebench==5.0.2 from PyPI into target/swebench-venv",
+            );
+            return None;
+        }
+    }
+    Some(venv)
+}
+
 /// The variable naming the shared `data` folder (third-party data the repository never carries,
 /// such as real SWE-bench logs).
 pub const SHARED_DATA_VAR: &str = "SWERVE_SHARED_DATA";

@@ -23,6 +23,7 @@ mod rows;
 mod stages;
 mod state;
 
+pub use rows::TASK_REPO;
 pub use state::{STATE_FILE, TaskEnd, Verdict};
 
 use rows::{TaskRow, read_tasks, write_outputs};
@@ -61,6 +62,9 @@ pub struct ValidateConfig {
     /// A chat model asked for a recipe where the rules make none or its install failed
     /// (`--setup-endpoint`, `--setup-model`).
     pub setup: Option<EndpointConfig>,
+    /// Also write the kept rows as a SWE-bench 5 task repository, `task-repo/` in the output
+    /// folder (`--task-repo`).
+    pub task_repo: bool,
 }
 
 /// Why a task was dropped.
@@ -249,7 +253,7 @@ pub fn validate(
         stages.run(&mut runnable, &mut funnel, &mut record)?;
     }
 
-    write_outputs(&config.output, &tasks, &ends, &mut funnel)?;
+    write_outputs(&config.output, &tasks, &ends, &mut funnel, config.task_repo)?;
     Ok(funnel)
 }
 

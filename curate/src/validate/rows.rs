@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 use swerve_harness::images::{Environments, RepoEnv, stable_image_name, swebench_arch};
 use swerve_harness::run::eval_script::script_from_spec;
 use swerve_swebench::dataset::Instance;
+use swerve_swebench::task_repo;
 
 use crate::error::CurateError;
 
@@ -145,7 +146,17 @@ pub(super) fn write_outputs(
     tasks: &[TaskRow],
     ends: &BTreeMap<String, TaskEnd>,
     funnel: &mut ValidateFunnel,
+    task_repo: bool,
 ) -> Result<(), CurateError> {
+    if task_repo {
+        let kept = tasks
+            .iter()
+            .filter_map(|t| match &ends.get(&t.instance_id)?.verdict {
+                Verdict::Kept { row, .. } => Some(row),
+                Verdict::Dropped { .. } => None,
+            });
+        write_task_repo(&dir.join(TASK_REPO), kept)?;
+    }
     let mut instances = String::new();
     let mut rejected = String::new();
     let mut environments = Environments::default();
@@ -204,4 +215,59 @@ pub(super) fn write_outputs(
     let mut funnel_text = serde_json::to_string_pretty(funnel).expect("json");
     funnel_text.push('\n');
     write("funnel.json", funnel_text)
+}
+
+/// The task repository's folder in the output folder (`--task-repo`).
+pub const TASK_REPO: &str = "task-repo";
+
+/// Writes the kept rows as a SWE-bench 5 task repository in `root` (made afresh): dataset
+/// `swerve/<output folder name>`, split `test`, each task's Dockerfile starting from the image
+/// the validation made and named.
+fn write_task_repo<'a>(
+    root: &Path,
+    kept: impl Iterator<Item = &'a Map<String, Value>>,
+) -> Result<(), CurateError> {
+    let output = root.parent().unwrap_or(root);
+    let name: String = std::path::absolute(output)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let dataset = format!(
+        "swerve/{}",
+        if name.is_empty() { "validated" } else { &name }
+    );
+    let err = |e: task_repo::TaskRepoError| CurateError::TaskRepo {
+        path: root.to_owned(),
+        source: e,
+    };
+    let _ = fs_err::remove_dir_all(root);
+    task_repo::write_config(root, &[&dataset], &[task_repo::DEFAULT_SPLIT]).map_err(err)?;
+    for row in kept {
+        let id = row
+            .get("instance_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let field = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or_default();
+        let dockerfile = format!(
+            "# {id} as `curate validate` made it: {} at {} in the environment {} of \
+             environments.json\n# (`harness images build` makes the image again from that file and \
+             the mirrors).\nFROM {}\n",
+            field("repo"),
+            field("base_commit"),
+            field("version"),
+            stable_image_name(id, swebench_arch()),
+        );
+        task_repo::write_task(root, row, &dataset, task_repo::DEFAULT_SPLIT, &dockerfile)
+            .map_err(err)?;
+    }
+    Ok(())
 }

@@ -17,6 +17,7 @@ pub mod names;
 pub mod predictions;
 pub mod pyjson;
 pub mod report;
+pub mod task_repo;
 
 pub use dataset::Instance;
 pub use predictions::Prediction;

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use swerve_curate::validate::ValidateConfig;
@@ -119,6 +120,7 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
             runs: 2,
             timeout: Duration::from_secs(300),
             setup: None,
+            task_repo: true,
         },
         evaluator(),
         &|_| {},
@@ -147,6 +149,13 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
             "{id}: an empty patch resolved"
         );
     }
+
+    swebench_agrees(
+        &rows,
+        &out.join(swerve_curate::validate::TASK_REPO),
+        &gold,
+        dir.path(),
+    );
 
     // trainer grpo --execute --plugin tests-fixed: one step on the same file.
     let model = swerve_tests::repo_root().join("trainer/fixtures/tiny-qwen2");
@@ -193,4 +202,58 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
     )
     .unwrap();
     assert_eq!(steps, 1);
+}
+
+/// SWE-bench 5.0.2 in its own virtual environment: `swebench dataset check` accepts the task
+/// repository, and its `run_evaluation` grades the rows' gold patches on the images swerve
+/// built with the same `report.json` files as `harness run` (`gold`: its report folder).
+fn swebench_agrees(rows: &Path, task_repo: &Path, gold: &Path, dir: &Path) {
+    let Some(venv) = swerve_tests::swebench_venv("SWE-bench 5.0.2 on validated rows") else {
+        return;
+    };
+    let check = Command::new(venv.join("bin/swebench"))
+        .args(["dataset", "check"])
+        .arg(task_repo)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "dataset check: {stdout}");
+    assert!(stdout.contains("looks well formed"), "{stdout}");
+
+    let work = dir.join("swebench");
+    std::fs::create_dir_all(&work).unwrap();
+    let run = Command::new(venv.join("bin/python"))
+        .args(["-m", "swebench.harness.run_evaluation", "--dataset_name"])
+        .arg(rows)
+        .args([
+            "--predictions_path",
+            "gold",
+            "--max_workers",
+            "2",
+            "--run_id",
+            "gold",
+        ])
+        .args(["--timeout", "300"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    let log = || {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        )
+    };
+    assert!(run.status.success(), "run_evaluation: {}", log());
+    let theirs = work.join("logs/run_evaluation/gold/gold");
+    for id in KEPT {
+        let read = |dir: &Path| std::fs::read(dir.join(id).join("report.json"));
+        let ours = read(gold).unwrap();
+        let swebench = read(&theirs).unwrap_or_else(|e| panic!("{id}: {e}\n{}", log()));
+        assert_eq!(
+            String::from_utf8_lossy(&swebench),
+            String::from_utf8_lossy(&ours),
+            "{id}: the reports differ"
+        );
+    }
 }
