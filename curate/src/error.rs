@@ -90,4 +90,7 @@ pub enum CurateError {
         #[source]
         source: swerve_swebench::task_repo::TaskRepoError,
     },
+    /// Slurm could not place or follow the work (`--executor slurm`).
+    #[error("cannot run on Slurm")]
+    Slurm(#[source] swerve_slurm::SlurmError),
 }

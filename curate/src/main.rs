@@ -137,6 +137,17 @@ struct ValidateArgs {
     /// (`swebench dataset check` accepts it)
     #[arg(long)]
     task_repo: bool,
+    /// Where the containers run: this machine's engine, or a Slurm cluster (one job array whose
+    /// tasks validate their share on their nodes' engines; the tasks file, the mirrors and the
+    /// output folder must be on a file system every node shares).
+    #[arg(long, value_enum, default_value = "local")]
+    executor: Executor,
+    /// Extra sbatch argument for --executor slurm (repeatable), e.g. --slurm-arg=--partition=cpu.
+    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
+    slurm_args: Vec<String>,
+    /// Array tasks for --executor slurm, at most.
+    #[arg(long, default_value_t = 4, value_parser = swerve_cli::count)]
+    slurm_tasks: usize,
 }
 
 /// Where `curate run` does its work.
@@ -385,19 +396,40 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         )
         .context("cannot load the swebench-parsers log parser")?;
     let quiet = verbosity.quiet;
-    let funnel = swerve_curate::validate::validate(&config, evaluator, &|line| {
+    let progress = |line: &str| {
         if !quiet {
             eprintln!("{line}");
         }
-    })
-    .with_context(|| format!("curate validate into {}", args.output.display()))?;
+    };
+    let context = || format!("curate validate into {}", args.output.display());
+    let funnel = match args.executor {
+        Executor::Local => {
+            swerve_curate::validate::validate(&config, evaluator, &progress).with_context(context)?
+        }
+        Executor::Slurm => {
+            use swerve_curate::validate::cluster;
+            // An array task: its share of the tasks, into the round folder.
+            if let Some(task) = swerve_slurm::Task::from_env()? {
+                cluster::serve_task(&config, &task, &evaluator, &progress).with_context(context)?;
+                return Ok(Exit::Success);
+            }
+            let placement = cluster::Placement {
+                sbatch_args: args.slurm_args.clone(),
+                tasks: args.slurm_tasks,
+                command: swerve_slurm::this_command()?,
+                chdir: std::env::current_dir().context("the current folder")?,
+            };
+            cluster::submit(&config, &placement, &progress).with_context(context)?
+        }
+    };
     if !quiet {
         eprintln!("{}", funnel.summary());
     }
     let infra = funnel.rejected.get("infra_error").copied().unwrap_or(0);
-    if infra > 0 {
+    if infra + funnel.unfinished > 0 {
         eprintln!(
-            "{infra} tasks ended in an infrastructure error; rerun the same command to retry them"
+            "{} tasks ended in an infrastructure error or were not run; rerun the same command to retry them",
+            infra + funnel.unfinished
         );
         return Ok(Exit::Incomplete);
     }

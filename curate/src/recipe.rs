@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use swerve_harness::images::{Lines, PYTHONS, RepoEnv, TestCmd};
 
+/// Folders of tests whose `requirements*.txt` list what the tests need.
+const TEST_FOLDERS: [&str; 2] = ["tests/", "test/"];
+
 /// Extras and dependency groups that hold what the tests need.
 const TEST_NAMES: [&str; 4] = ["test", "tests", "testing", "dev"];
 
@@ -48,7 +51,12 @@ pub fn is_recipe_file(path: &str) -> bool {
                     || name.ends_with("-requirements.txt")
                     || name.ends_with("_requirements.txt")))
         }
-        1 => path.starts_with("requirements/") && name.ends_with(".txt"),
+        1 => {
+            name.ends_with(".txt")
+                && (path.starts_with("requirements/")
+                    || (TEST_FOLDERS.iter().any(|f| path.starts_with(f))
+                        && name.contains("requirements")))
+        }
         _ => false,
     }
 }
@@ -225,13 +233,16 @@ pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
         for req in build_requires {
             push(req, &mut requirements);
         }
-        // Without build isolation an older setuptools (the virtual environment's own, which
-        // satisfies `setuptools>=61`) needs `wheel` for `bdist_wheel`.
-        if requirements
-            .iter()
-            .any(|r| requirement_name(r).as_deref() == Some("setuptools"))
-        {
-            push("wheel".to_owned(), &mut requirements);
+        // Without build isolation what a backend asks for an editable build must be there
+        // already: an older setuptools (the virtual environment's own, which satisfies
+        // `setuptools>=61`) needs `wheel` for `bdist_wheel`, hatchling needs `editables`.
+        for (backend, needs) in [("setuptools", "wheel"), ("hatchling", "editables")] {
+            if requirements
+                .iter()
+                .any(|r| requirement_name(r).as_deref() == Some(backend))
+            {
+                push(needs.to_owned(), &mut requirements);
+            }
         }
     }
     if let Some(groups) = pyproject
@@ -255,6 +266,7 @@ pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
             name.ends_with(".txt")
                 && (name.contains("requirements") || p.starts_with("requirements/"))
                 && !name.contains("doc")
+                && is_recipe_file(p)
         })
         .collect();
     requirement_files.sort();
@@ -718,7 +730,8 @@ addopts = "-q"
         let r = derive(&f).unwrap();
         // The newest offered Python that meets `>=3.9`.
         assert_eq!(r.env.python.as_deref(), Some("3.13"));
-        assert_eq!(r.env.pip_packages, ["hatchling"]);
+        // Without build isolation hatchling's editable build needs `editables`.
+        assert_eq!(r.env.pip_packages, ["hatchling", "editables"]);
         assert_eq!(
             r.env.install.to_vec(),
             ["python -m pip install --no-build-isolation -e '.[test]'"]
@@ -880,10 +893,17 @@ base = ["six"]
             "requirements/tests.txt",
             "tox.ini",
             "test-requirements.txt",
+            "tests/requirements.txt",
         ] {
             assert!(is_recipe_file(p), "{p}");
         }
-        for p in ["src/setup.py", "docs/requirements.txt", "README.md"] {
+        for p in [
+            "src/setup.py",
+            "docs/requirements.txt",
+            "README.md",
+            "tests/data.txt",
+            "tests/fixtures/requirements.txt",
+        ] {
             assert!(!is_recipe_file(p), "{p}");
         }
     }

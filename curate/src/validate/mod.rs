@@ -30,6 +30,8 @@ use rows::{TaskRow, read_tasks, write_outputs};
 use stages::{Runnable, Stages};
 use state::{StateWriter, is_retried, read_state};
 
+pub mod cluster;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -128,7 +130,8 @@ pub struct ValidateFunnel {
     /// Tasks ended in earlier runs and reused.
     pub reused: usize,
     /// Wall-clock seconds of this run's stages: `static` (patch and recipe checks), `images`,
-    /// `tests` (every run of both sides) and `confirm` (the kept rows' gold run).
+    /// `tests` (every run of both sides) and `confirm` (the kept rows' gold run); on Slurm,
+    /// summed over the array's tasks.
     pub stage_seconds: BTreeMap<String, f64>,
     /// Environment (version-group) images the kept tasks use.
     pub environments: usize,
@@ -140,6 +143,9 @@ pub struct ValidateFunnel {
     pub setup_answers: usize,
     /// Recipes of the setup model that were used (their images built).
     pub setup_recipes: usize,
+    /// Tasks a Slurm array task did not end (it was lost); the next run validates them.
+    #[serde(default)]
+    pub unfinished: usize,
 }
 
 /// Images in `funnel.json`.
@@ -154,6 +160,21 @@ pub struct ImagesFunnel {
 }
 
 impl ValidateFunnel {
+    /// Adds what an array task of a Slurm run did (its containers, images, model answers and
+    /// stage seconds) to this funnel; what the output files decide is counted when they are
+    /// written.
+    pub fn absorb(&mut self, task: &ValidateFunnel) {
+        for (stage, seconds) in &task.stage_seconds {
+            *self.stage_seconds.entry(stage.clone()).or_default() += seconds;
+        }
+        self.sandbox_runs += task.sandbox_runs;
+        self.images.built += task.images.built;
+        self.images.reused += task.images.reused;
+        self.images.disk_bytes += task.images.disk_bytes;
+        self.setup_answers += task.setup_answers;
+        self.setup_recipes += task.setup_recipes;
+    }
+
     /// One line for stderr.
     pub fn summary(&self) -> String {
         let dropped: usize = self.rejected.values().sum();
@@ -162,8 +183,13 @@ impl ValidateFunnel {
             .iter()
             .map(|(reason, n)| format!("{reason} {n}"))
             .collect();
+        let unfinished = if self.unfinished > 0 {
+            format!("; {} unfinished", self.unfinished)
+        } else {
+            String::new()
+        };
         format!(
-            "{} tasks: {} validated, {} rejected{}; {} from an earlier run; {} test runs",
+            "{} tasks: {} validated, {} rejected{}; {} from an earlier run; {} test runs{unfinished}",
             self.tasks_in,
             self.validated,
             dropped,
@@ -184,41 +210,105 @@ pub fn validate(
     evaluator: swerve_host::EvaluatorPlugin,
     progress: &dyn Fn(&str),
 ) -> Result<ValidateFunnel, CurateError> {
-    let tasks = read_tasks(&config.tasks)?;
-    fs_err::create_dir_all(&config.output).map_err(|source| CurateError::Write {
-        path: config.output.clone(),
-        source,
-    })?;
-    let state_path = config.output.join(STATE_FILE);
-    let earlier = read_state(&state_path);
-    let mut funnel = ValidateFunnel {
-        tasks_in: tasks.len(),
-        ..ValidateFunnel::default()
-    };
-    let mut ends: BTreeMap<String, TaskEnd> = BTreeMap::new();
-    let mut pending = Vec::new();
-    for task in &tasks {
-        match earlier.get(&task.key) {
-            Some(end) if !is_retried(end) => {
+    let mut plan = Plan::read(config, progress)?;
+    let mut state = StateWriter::open(&config.output.join(STATE_FILE))?;
+    let mut funnel = std::mem::take(&mut plan.funnel);
+    let mut ends = BTreeMap::new();
+    validate_tasks(
+        config,
+        &evaluator,
+        plan.pending().collect(),
+        &mut |end| {
+            state.push(&end)?;
+            ends.insert(end.instance_id.clone(), end);
+            Ok(())
+        },
+        &mut funnel,
+        None,
+        progress,
+    )?;
+    plan.funnel = funnel;
+    plan.ends.extend(ends);
+    plan.write(config)
+}
+
+/// A run's tasks and what earlier runs ended: the tasks it reuses and those it validates.
+struct Plan {
+    tasks: Vec<TaskRow>,
+    /// Ends by instance id: reused ones, then this run's.
+    ends: BTreeMap<String, TaskEnd>,
+    funnel: ValidateFunnel,
+}
+
+impl Plan {
+    /// Reads the tasks and the state file of `config.output` (made if missing).
+    fn read(config: &ValidateConfig, progress: &dyn Fn(&str)) -> Result<Plan, CurateError> {
+        let tasks = read_tasks(&config.tasks)?;
+        fs_err::create_dir_all(&config.output).map_err(|source| CurateError::Write {
+            path: config.output.clone(),
+            source,
+        })?;
+        let earlier = read_state(&config.output.join(STATE_FILE));
+        let mut funnel = ValidateFunnel {
+            tasks_in: tasks.len(),
+            ..ValidateFunnel::default()
+        };
+        let mut ends = BTreeMap::new();
+        for task in &tasks {
+            if let Some(end) = earlier.get(&task.key).filter(|end| !is_retried(end)) {
                 funnel.reused += 1;
                 ends.insert(task.instance_id.clone(), end.clone());
             }
-            _ => pending.push(task),
         }
+        if funnel.reused > 0 {
+            progress(&format!(
+                "{} tasks ended in an earlier run, skipping them",
+                funnel.reused
+            ));
+        }
+        Ok(Plan {
+            tasks,
+            ends,
+            funnel,
+        })
     }
-    if funnel.reused > 0 {
-        progress(&format!(
-            "{} tasks ended in an earlier run, skipping them",
-            funnel.reused
-        ));
-    }
-    let mut state = StateWriter::open(&state_path)?;
 
-    // Static checks and recipes.
+    /// The tasks without an end.
+    fn pending(&self) -> impl Iterator<Item = &TaskRow> {
+        self.tasks
+            .iter()
+            .filter(|t| !self.ends.contains_key(&t.instance_id))
+    }
+
+    /// Writes the output files from the ends; returns the funnel.
+    fn write(mut self, config: &ValidateConfig) -> Result<ValidateFunnel, CurateError> {
+        write_outputs(
+            &config.output,
+            &self.tasks,
+            &self.ends,
+            &mut self.funnel,
+            config.task_repo,
+        )?;
+        Ok(self.funnel)
+    }
+}
+
+/// Validates `tasks` (static checks, then the container stages), handing each end to `record`
+/// as soon as it is known; `shard` is the array task's index when this is one task of a Slurm
+/// run (its containers are named apart from the other tasks').
+fn validate_tasks(
+    config: &ValidateConfig,
+    evaluator: &swerve_host::EvaluatorPlugin,
+    tasks: Vec<&TaskRow>,
+    record: stages::Record<'_>,
+    funnel: &mut ValidateFunnel,
+    shard: Option<usize>,
+    progress: &dyn Fn(&str),
+) -> Result<(), CurateError> {
     let setup = config.setup.as_ref().map(SetupModel::new);
     let static_started = Instant::now();
     let mut runnable: Vec<Runnable<'_>> = Vec::new();
-    for task in pending {
+    for task in tasks {
         let started = Instant::now();
         match prepare(config, setup.as_ref(), task, started) {
             Ok(r) => {
@@ -226,35 +316,24 @@ pub fn validate(
                 funnel.setup_recipes += r.asked;
                 runnable.push(r);
             }
-            Err((reason, detail)) => {
-                let end = dropped(task, reason, detail, None, started);
-                state.push(&end)?;
-                ends.insert(task.instance_id.clone(), end);
-            }
+            Err((reason, detail)) => record(dropped(task, reason, detail, None, started))?,
         }
     }
-    funnel
+    *funnel
         .stage_seconds
-        .insert("static".to_owned(), static_started.elapsed().as_secs_f64());
-
-    if !runnable.is_empty() {
-        // Each end is on disk as soon as it is known: a killed run keeps what it finished.
-        let mut record = |end: TaskEnd| -> Result<(), CurateError> {
-            state.push(&end)?;
-            ends.insert(end.instance_id.clone(), end);
-            Ok(())
-        };
-        let stages = Stages {
-            config,
-            evaluator: &evaluator,
-            setup: setup.as_ref(),
-            progress,
-        };
-        stages.run(&mut runnable, &mut funnel, &mut record)?;
+        .entry("static".to_owned())
+        .or_default() += static_started.elapsed().as_secs_f64();
+    if runnable.is_empty() {
+        return Ok(());
     }
-
-    write_outputs(&config.output, &tasks, &ends, &mut funnel, config.task_repo)?;
-    Ok(funnel)
+    let stages = Stages {
+        config,
+        evaluator,
+        setup: setup.as_ref(),
+        shard,
+        progress,
+    };
+    stages.run(&mut runnable, funnel, record)
 }
 
 fn dropped(

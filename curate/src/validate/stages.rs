@@ -44,6 +44,8 @@ pub(super) struct Stages<'a> {
     pub(super) config: &'a ValidateConfig,
     pub(super) evaluator: &'a EvaluatorPlugin,
     pub(super) setup: Option<&'a SetupModel>,
+    /// The array task's index when this is one task of a Slurm run.
+    pub(super) shard: Option<usize>,
     pub(super) progress: &'a dyn Fn(&str),
 }
 
@@ -52,13 +54,17 @@ impl Stages<'_> {
         self.config.output.join("logs")
     }
 
-    /// The prefix of every container's run id: named after the output folder, so that a later
-    /// run finds what a killed one left.
+    /// The prefix of every container's run id: named after the output folder (and the array
+    /// task), so that a later run finds what a killed one left and two array tasks on one
+    /// engine keep apart.
     fn run_prefix(&self) -> String {
         let output =
             std::path::absolute(&self.config.output).unwrap_or_else(|_| self.config.output.clone());
         let digest = hex::encode(Sha256::digest(output.to_string_lossy().as_bytes()));
-        format!("validate-{}", &digest[..12])
+        match self.shard {
+            Some(index) => format!("validate-{}-s{index}", &digest[..12]),
+            None => format!("validate-{}", &digest[..12]),
+        }
     }
 
     /// The harness rows of `runnable` (empty test lists) and their environments.
@@ -122,14 +128,13 @@ impl Stages<'_> {
         let Some(mut ended) = self.images(runnable, funnel, record)? else {
             return Ok(());
         };
-        funnel
-            .stage_seconds
-            .insert("images".to_owned(), started.elapsed().as_secs_f64());
+        *funnel.stage_seconds.entry("images".to_owned()).or_default() +=
+            started.elapsed().as_secs_f64();
 
         let started = Instant::now();
         let sides = self.tests(runnable, &mut ended, funnel)?;
         let seconds = started.elapsed().as_secs_f64();
-        funnel.stage_seconds.insert("tests".to_owned(), seconds);
+        *funnel.stage_seconds.entry("tests".to_owned()).or_default() += seconds;
 
         let (rows, environments) = self.rows(runnable)?;
         let mut candidates = Vec::new();
@@ -145,9 +150,8 @@ impl Stages<'_> {
         let started = Instant::now();
         let per_task = seconds / runnable.len().max(1) as f64;
         self.confirm(runnable, environments, candidates, per_task, funnel, record)?;
-        funnel
-            .stage_seconds
-            .insert("confirm".to_owned(), started.elapsed().as_secs_f64());
+        *funnel.stage_seconds.entry("confirm".to_owned()).or_default() +=
+            started.elapsed().as_secs_f64();
         Ok(())
     }
 
