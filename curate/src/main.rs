@@ -403,9 +403,8 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
     };
     let context = || format!("curate validate into {}", args.output.display());
     let funnel = match args.executor {
-        Executor::Local => {
-            swerve_curate::validate::validate(&config, evaluator, &progress).with_context(context)?
-        }
+        Executor::Local => swerve_curate::validate::validate(&config, evaluator, &progress)
+            .with_context(context)?,
         Executor::Slurm => {
             use swerve_curate::validate::cluster;
             // An array task: its share of the tasks, into the round folder.

@@ -319,10 +319,8 @@ fn validate_tasks(
             Err((reason, detail)) => record(dropped(task, reason, detail, None, started))?,
         }
     }
-    *funnel
-        .stage_seconds
-        .entry("static".to_owned())
-        .or_default() += static_started.elapsed().as_secs_f64();
+    *funnel.stage_seconds.entry("static".to_owned()).or_default() +=
+        static_started.elapsed().as_secs_f64();
     if runnable.is_empty() {
         return Ok(());
     }

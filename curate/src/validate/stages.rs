@@ -150,8 +150,10 @@ impl Stages<'_> {
         let started = Instant::now();
         let per_task = seconds / runnable.len().max(1) as f64;
         self.confirm(runnable, environments, candidates, per_task, funnel, record)?;
-        *funnel.stage_seconds.entry("confirm".to_owned()).or_default() +=
-            started.elapsed().as_secs_f64();
+        *funnel
+            .stage_seconds
+            .entry("confirm".to_owned())
+            .or_default() += started.elapsed().as_secs_f64();
         Ok(())
     }
 

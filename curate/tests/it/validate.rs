@@ -407,3 +407,63 @@ fn a_setup_model_makes_the_recipes_the_rules_cannot() {
     assert!(rejected[0]["detail"].as_str().unwrap().contains("3 tries"));
     assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
+
+/// `--executor slurm` writes what a local run writes: the same rows, rejections (their logs in
+/// the output folder's `logs/`, as a local run's), environments and task repository, from a job
+/// array whose tasks validate their share on the node.
+#[test]
+fn validation_on_slurm_writes_what_a_local_run_writes() {
+    if !swerve_tests::slurm_up("curate validate --executor slurm") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = environments::build(dir.path());
+    let tasks = subset(
+        &fixture,
+        &["fixture__calc-1", "fixture__calc-3", "fixture__words-1"],
+        dir.path(),
+    );
+    // Folders of one name: the task repository's dataset is named after it.
+    let (local, cluster) = (dir.path().join("a/out"), dir.path().join("b/out"));
+    finished(
+        command(&tasks, &fixture.repos, &local, 300)
+            .arg("--task-repo")
+            .output()
+            .unwrap(),
+        0,
+    );
+    let stderr = finished(
+        command(&tasks, &fixture.repos, &cluster, 300)
+            .args(["--task-repo", "--executor", "slurm", "--slurm-tasks", "2"])
+            .output()
+            .unwrap(),
+        0,
+    );
+    assert!(stderr.contains("Submitted Slurm job"), "{stderr}");
+    let read = |out: &Path, file: &str| {
+        std::fs::read_to_string(out.join(file))
+            .unwrap()
+            .replace(out.to_str().unwrap(), "OUT")
+    };
+    for file in [
+        "instances.jsonl",
+        "rejected.jsonl",
+        "environments.json",
+        "task-repo/tasks/fixture__calc-1/task.yaml",
+        "task-repo/tasks/fixture__words-1/tests.json",
+    ] {
+        assert_eq!(read(&local, file), read(&cluster, file), "{file}");
+    }
+    let counts = |out: &Path| {
+        let funnel = json(&out.join("funnel.json"));
+        (funnel["validated"].clone(), funnel["rejected"].clone())
+    };
+    assert_eq!(counts(&local), counts(&cluster));
+    assert_eq!(by_id(&cluster.join("instances.jsonl")).len(), 2);
+    assert!(
+        !cluster.join(".slurm").exists(),
+        "the round folder is removed"
+    );
+    // Every task ended once in the state file.
+    assert_eq!(jsonl(&cluster.join("validate_state.jsonl")).len(), 3);
+}
