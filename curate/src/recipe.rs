@@ -8,8 +8,10 @@
 //! `extras_require` extras named `test`, `tests`, `testing` or `dev` (installed with the
 //! project, `pip install -e '.[test]'`); PEP 735 `[dependency-groups]` of those names (with
 //! `include-group`); `requirements*.txt`, `requirements/*.txt`, `test-requirements.txt`,
-//! `dev-requirements.txt` (their `-r` includes followed; documentation requirements left out);
-//! `tox.ini` `[testenv] deps`; `constraints*.txt` pins. Requirements go into the shared
+//! `dev-requirements.txt`, `tests/requirements*.txt` (their `-r` includes followed;
+//! documentation requirements left out);
+//! `tox.ini` `[testenv] deps`; pins from `uv.lock` / `poetry.lock` (a package locked at one
+//! version) and `constraints*.txt` (which win). Requirements go into the shared
 //! environment layer; the project itself is installed editable in the instance layer, without
 //! build isolation (the build backend from `[build-system] requires` is in the environment), so
 //! that the eval script's offline re-install needs no network.
@@ -45,6 +47,8 @@ pub fn is_recipe_file(path: &str) -> bool {
                     | "tox.ini"
                     | "pytest.ini"
                     | "conftest.py"
+                    | "uv.lock"
+                    | "poetry.lock"
             ) || (name.ends_with(".txt")
                 && (name.starts_with("requirements")
                     || name.starts_with("constraints")
@@ -286,22 +290,52 @@ pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
             }
         }
     }
+    // Pins: a lock file's versions, then constraints files' lines (which win).
+    let mut pins: BTreeMap<String, String> = BTreeMap::new();
+    for lock in LOCK_FILES {
+        if let Some(text) = files.get(lock) {
+            let locked = locked_versions(text).map_err(|detail| NoRecipe::Unreadable {
+                file: lock.to_owned(),
+                detail,
+            })?;
+            if !locked.is_empty() {
+                sources.insert(lock.to_owned());
+            }
+            for (name, version) in locked {
+                pins.entry(name.clone())
+                    .or_insert_with(|| format!("{name}=={version}"));
+            }
+        }
+    }
     let constraints: Vec<String> = files
         .keys()
         .filter(|p| !p.contains('/') && p.starts_with("constraints") && p.ends_with(".txt"))
         .cloned()
         .collect();
-    let pins: BTreeMap<String, String> = constraints
+    for req in constraints
         .iter()
         .flat_map(|p| requirements_file(files, p, &mut Vec::new()))
-        .filter_map(|req| Some((requirement_name(&req)?, req)))
-        .collect();
-    if !pins.is_empty() {
-        sources.extend(constraints);
-        for req in &mut requirements {
-            if let Some(pin) = requirement_name(req).and_then(|n| pins.get(&n)) {
-                pin.clone_into(req);
-            }
+    {
+        if let Some(name) = requirement_name(&req) {
+            pins.insert(name, req);
+        }
+    }
+    sources.extend(constraints);
+    for req in &mut requirements {
+        if let Some(pin) = requirement_name(req).and_then(|n| pins.get(&n)) {
+            // Extras and markers of the requirement stay; its version is the pin's.
+            let extras = req
+                .split_once('[')
+                .and_then(|(_, rest)| rest.split_once(']'))
+                .map(|(extras, _)| format!("[{extras}]"))
+                .unwrap_or_default();
+            let pinned = match pin.split_once("==") {
+                Some((name, version)) if !extras.is_empty() => {
+                    format!("{}{extras}=={version}", name.trim())
+                }
+                _ => pin.clone(),
+            };
+            *req = pinned;
         }
     }
 
@@ -514,6 +548,45 @@ fn requirement_name(req: &str) -> Option<String> {
         .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .collect();
     (!name.is_empty()).then(|| name.to_ascii_lowercase().replace(['_', '.'], "-"))
+}
+
+/// Lock files whose versions pin the requirements, in the order they are read.
+const LOCK_FILES: [&str; 2] = ["uv.lock", "poetry.lock"];
+
+/// The versions a `uv.lock` or `poetry.lock` gives its packages (`[[package]]` tables with
+/// `name` and `version`), by normalised name; a package locked at more than one version (for
+/// different platforms or Pythons) is left unpinned.
+fn locked_versions(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| e.message().to_owned())?;
+    let mut versions: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for package in table
+        .get("package")
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+    {
+        let (Some(name), Some(version)) = (
+            package.get("name").and_then(|v| v.as_str()),
+            package.get("version").and_then(|v| v.as_str()),
+        ) else {
+            continue;
+        };
+        // The project itself (uv: an editable or virtual source) is not a requirement.
+        let local = package
+            .get("source")
+            .and_then(|s| s.as_table())
+            .is_some_and(|s| s.contains_key("editable") || s.contains_key("virtual"));
+        if let Some(name) = requirement_name(name).filter(|_| !local) {
+            versions.entry(name).or_default().insert(version.to_owned());
+        }
+    }
+    Ok(versions
+        .into_iter()
+        .filter(|(_, v)| v.len() == 1)
+        .filter_map(|(name, v)| Some((name, v.into_iter().next()?)))
+        .collect())
 }
 
 /// The `3.X` versions the classifiers list (pyproject's, then `setup.cfg`'s / `setup.py`'s).
@@ -883,6 +956,62 @@ base = ["six"]
             "pytest comes with the extra"
         );
         assert_eq!(r.version(), r.clone().version());
+    }
+
+    #[test]
+    fn lock_files_pin_the_requirements() {
+        let uv_lock = r#"version = 1
+requires-python = ">=3.9"
+
+[[package]]
+name = "demo"
+version = "0.1.0"
+source = { editable = "." }
+
+[[package]]
+name = "pytest"
+version = "8.3.4"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "numpy"
+version = "1.26.4"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "numpy"
+version = "2.2.1"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "Attrs"
+version = "24.2.0"
+"#;
+        let f = files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"demo\"\n[dependency-groups]\ntest = [\"pytest[testing]>=8\", \"attrs\", \"numpy\"]\n",
+            ),
+            ("uv.lock", uv_lock),
+            ("constraints.txt", "attrs==23.1.0\n"),
+        ]);
+        let r = derive(&f).unwrap();
+        // A constraints line wins over the lock; a package locked twice stays as it was.
+        for wanted in ["'pytest[testing]==8.3.4'", "attrs==23.1.0", "numpy"] {
+            assert!(
+                r.env.pip_packages.iter().any(|p| p == wanted),
+                "{wanted}: {:?}",
+                r.env.pip_packages
+            );
+        }
+        assert!(r.sources.contains(&"uv.lock".to_owned()));
+        let broken = files(&[
+            ("pyproject.toml", "[project]\nname = \"d\"\n"),
+            ("poetry.lock", "[[package]\n"),
+        ]);
+        assert!(
+            matches!(derive(&broken), Err(NoRecipe::Unreadable { file, .. }) if file == "poetry.lock")
+        );
     }
 
     #[test]
