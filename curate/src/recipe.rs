@@ -16,7 +16,8 @@
 //! build isolation (the build backend from `[build-system] requires` is in the environment), so
 //! that the eval script's offline re-install needs no network.
 //!
-//! Test runner: pytest when the project configures it or lists it, else `unittest`.
+//! Test runner: pytest when the project configures it or lists it (`pytest -rA --color=no`: the
+//! log parser reads plain status lines whatever the project's `addopts` say), else `unittest`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -381,7 +382,9 @@ pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
         }
     }
     let (test_cmd, log_parser) = if pytest {
-        ("pytest -rA", "parse_log_pytest")
+        // `--color=no` after the project's own `addopts` (which may say `--color=yes`): the log
+        // parser reads plain status lines.
+        ("pytest -rA --color=no", "parse_log_pytest")
     } else {
         ("python -m unittest -v", "parse_log_django")
     };
@@ -809,7 +812,7 @@ addopts = "-q"
             r.env.install.to_vec(),
             ["python -m pip install --no-build-isolation -e '.[test]'"]
         );
-        assert_eq!(r.env.test_cmd, TestCmd::One("pytest -rA".into()));
+        assert_eq!(r.env.test_cmd, TestCmd::One("pytest -rA --color=no".into()));
         assert_eq!(r.env.log_parser.as_deref(), Some("parse_log_pytest"));
     }
 
@@ -888,7 +891,7 @@ addopts = "-q"
             r.env.pip_packages,
             ["setuptools", "wheel", "iniconfig==2.0.0", "pytest==8.3.4"]
         );
-        assert_eq!(r.env.test_cmd, TestCmd::One("pytest -rA".into()));
+        assert_eq!(r.env.test_cmd, TestCmd::One("pytest -rA --color=no".into()));
     }
 
     #[test]

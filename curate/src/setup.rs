@@ -32,7 +32,7 @@ JSON object and nothing else, with these keys: \"python\" (one of the offered ve
 \"pip_packages\" (requirements installed with pip before the repository is present), \
 \"pre_install\" and \"install\" (shell commands run in the repository at /testbed, such as \
 \"python -m pip install --no-build-isolation -e .\"), \"test_cmd\" (the command that runs the test \
-files given to it as arguments, such as \"pytest -rA\") and \"log_parser\" (\"parse_log_pytest\" \
+files given to it as arguments, such as \"pytest -rA --color=no\") and \"log_parser\" (\"parse_log_pytest\" \
 for pytest run with -rA, \"parse_log_django\" for python -m unittest -v).";
 
 /// What the model is shown for one repository.
