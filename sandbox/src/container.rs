@@ -645,6 +645,11 @@ impl Container {
 
     async fn upload(&self, tar_path: &Path, dir: &str, what: &str) -> Result<()> {
         self.mkdir(dir).await?;
+        self.upload_into(tar_path, dir, what).await
+    }
+
+    /// Unpack the tar at `tar_path` into the existing container folder `dir`.
+    async fn upload_into(&self, tar_path: &Path, dir: &str, what: &str) -> Result<()> {
         let options = UploadToContainerOptions {
             path: dir.to_owned(),
             ..Default::default()
@@ -697,16 +702,25 @@ impl Container {
 
     /// Write `contents` to the file `container_path` (mode 0644, parent created if missing).
     pub async fn write_file(&self, container_path: &str, contents: &[u8]) -> Result<()> {
-        let (parent, name) = match container_path.rsplit_once('/') {
-            Some(("", name)) => ("/", name),
-            Some((parent, name)) => (parent, name),
-            None => (".", container_path),
-        };
         let dir = crate::image::temp_dir("swerve-copy-")?;
         let mut ctx = Context::create(dir.path().join("in.tar"))?;
-        ctx.add_bytes(name, contents, 0o644)?;
-        let tar_path = ctx.finish()?;
-        self.upload(&tar_path, parent, container_path).await
+        match container_path.strip_prefix('/') {
+            // One upload into `/` whose entry is the whole path: the engine makes the missing
+            // folders above it (no `mkdir -p` exec first, one round trip instead of two).
+            Some(relative) if !relative.is_empty() => {
+                ctx.add_bytes(relative, contents, 0o644)?;
+                let tar_path = ctx.finish()?;
+                self.upload_into(&tar_path, "/", container_path).await
+            }
+            _ => {
+                let (parent, name) = container_path
+                    .rsplit_once('/')
+                    .unwrap_or((".", container_path));
+                ctx.add_bytes(name, contents, 0o644)?;
+                let tar_path = ctx.finish()?;
+                self.upload(&tar_path, parent, container_path).await
+            }
+        }
     }
 
     /// Copy the container file or directory `container_path` into the host directory

@@ -68,10 +68,19 @@ const SITE_PACKAGES: &str = "/opt/*/lib/python*/site-packages /opt/*/envs/*/lib/
 
 /// The exec that reads what the rules need, as `sh -c SCRIPT sh FILE...`: records
 /// `KIND\0PATH\0DATA\0`, NUL bytes removed from file contents. `git`: `/root/.gitconfig`'s
-/// text; `pth`: a `.pth` file's text; `sha`: the SHA-256 of an `__editable__` file; for each
-/// `FILE` argument, `ep` (an `entry_points.txt`: its text, see [`entry_points`]) or `file` (its
-/// SHA-256: the [`WATCHED`] files, which the file-system diff cannot show changing again).
-pub fn snapshot_script() -> String {
+/// text; `pth`: a `.pth` file's text; `sha`: the SHA-256 of an `__editable__` file; `ep`, with
+/// `entry_points`, every site-packages `*.dist-info` / `*.egg-info` `entry_points.txt` (its text:
+/// the one rule that reads them is that a project's own metadata may not declare `[pytest11]`
+/// plugins); for each `FILE` argument, `file` (its SHA-256: the [`WATCHED`] files, which the
+/// file-system diff cannot show changing again).
+pub fn snapshot_script(entry_points: bool) -> String {
+    let eps = if entry_points {
+        r#"for f in "$sp"/*.dist-info/entry_points.txt "$sp"/*.egg-info/entry_points.txt; do
+        [ -f "$f" ] || continue; printf 'ep\0%s\0' "$f"; head -c 65536 "$f" | tr -d '\000';
+        printf '\0'; done;"#
+    } else {
+        ""
+    };
     let lines = [
         r#"cd /;"#,
         r#"printf 'git\0-\0'; head -c 65536 /root/.gitconfig 2>/dev/null | tr -d '\000'; printf '\0';"#,
@@ -80,30 +89,25 @@ pub fn snapshot_script() -> String {
         r#"head -c 65536 "$f" | tr -d '\000'; printf '\0'; done;"#,
         r#"for f in "$sp"/__editable__*; do [ -f "$f" ] || continue; printf 'sha\0%s\0' "$f";"#,
         r#"sha256sum < "$f" | cut -c1-64 | tr -d '\n'; printf '\0'; done;"#,
+        eps,
         r#"done;"#,
-        r#"for f in "$@"; do [ -f "$f" ] || continue; case "$f" in"#,
-        r#"*/entry_points.txt) printf 'ep\0%s\0' "$f"; head -c 65536 "$f" | tr -d '\000';;"#,
-        r#"*) printf 'file\0%s\0' "$f"; sha256sum < "$f" | cut -c1-64 | tr -d '\n';;"#,
-        r#"esac; printf '\0'; done; true"#,
+        r#"for f in "$@"; do [ -f "$f" ] || continue; printf 'file\0%s\0' "$f";"#,
+        r#"sha256sum < "$f" | cut -c1-64 | tr -d '\n'; printf '\0'; done; true"#,
     ];
     lines.join(" ").replace("SITE_PACKAGES", SITE_PACKAGES)
+}
+
+/// The exec right after the setup part: `kill` (every process the setup left), then
+/// [`snapshot_script`] with the entry points, in one round trip; nothing runs in the container
+/// between the two, so the snapshot is the state the file-system changes are listed in.
+pub fn after_setup_script(kill: &str) -> String {
+    format!("{kill}; {}", snapshot_script(true))
 }
 
 /// Files outside the repository that the host itself changes before the setup part (git hooks
 /// off, in root's git configuration): the file-system diff lists them whatever the setup does,
 /// so their content is compared instead. [`snapshot_script`] is given these.
 pub const WATCHED: [&str; 1] = [GITCONFIG];
-
-/// The `entry_points.txt` files among `changes` (the one rule that reads them: a project's own
-/// metadata may not declare `[pytest11]` plugins), to give [`snapshot_script`] after the setup.
-pub fn entry_points(changes: &[FsChange]) -> Vec<String> {
-    changes
-        .iter()
-        .filter(|c| c.kind != FsChangeKind::Deleted && c.path.ends_with("/entry_points.txt"))
-        .filter(|c| in_site_packages(&c.path).is_some())
-        .map(|c| c.path.clone())
-        .collect()
-}
 
 /// What [`snapshot_script`] read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -114,7 +118,7 @@ pub struct Snapshot {
     pub pth: BTreeMap<String, String>,
     /// `__editable__` files' SHA-256.
     pub sha: BTreeMap<String, String>,
-    /// The text of the `entry_points.txt` files it was given.
+    /// The text of the site-packages `entry_points.txt` files (after the setup only).
     pub entry_points: BTreeMap<String, String>,
     /// Watched files' SHA-256.
     pub files: BTreeMap<String, String>,
@@ -475,15 +479,9 @@ mod tests {
             project_distribution("scikit-learn/scikit-learn"),
             "scikit_learn"
         );
-        let ep = format!("{SP}/x-1.dist-info/entry_points.txt");
-        let changes = [
-            c(&ep, FsChangeKind::Added),
-            c("/testbed/x.egg-info/entry_points.txt", FsChangeKind::Added),
-            c(
-                &format!("{SP}/y-1.dist-info/entry_points.txt"),
-                FsChangeKind::Deleted,
-            ),
-        ];
-        assert_eq!(entry_points(&changes), [ep]);
+        // The snapshot after the setup lists site-packages' entry points; before, none.
+        assert!(snapshot_script(true).contains("*.dist-info/entry_points.txt"));
+        assert!(!snapshot_script(false).contains("entry_points"));
+        assert!(after_setup_script("kill-them").starts_with("kill-them; cd /;"));
     }
 }

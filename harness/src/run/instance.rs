@@ -259,26 +259,51 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
         "Intermediate patch for {id} written to {}, now applying to container...",
         job.dir.join("patch.diff").display()
     ));
-    if job.patch.trim().is_empty() {
-        // Only single executions that ask for it get here (`curate validate`'s runs before the
-        // fix): the row's tests on the base commit and its test patch.
-        log.info(">>>>> No patch to apply: the tests run on the base commit");
-    } else {
-        match apply_patch(&container, step).await? {
-            ApplyOutcome::Applied { output, .. } => {
-                log.info(&format!(">>>>> Applied Patch:\n{output}"))
-            }
-            ApplyOutcome::AlreadyApplied => {
-                log.info(">>>>> Applied Patch: verified already applied")
-            }
-            ApplyOutcome::Failed { output } => {
-                log.info(&format!(">>>>> Patch Apply Failed:\n{output}"));
-                container.remove().await?;
-                return Ok(Record::new(OutcomeKind::PatchApplyFailed));
+    // Hardened mode reads the environment's files (outside the repository) while the patch is
+    // applied and the repository inspected (inside it).
+    let hardened = matches!(steps, ModeSteps::Hardened { .. });
+    let env_read = async {
+        if hardened {
+            Some(read_environment(&container, step, None).await)
+        } else {
+            None
+        }
+    };
+    let apply = async {
+        if job.patch.trim().is_empty() {
+            // Only single executions that ask for it get here (`curate validate`'s runs before
+            // the fix): the row's tests on the base commit and its test patch.
+            log.info(">>>>> No patch to apply: the tests run on the base commit");
+        } else {
+            match apply_patch(&container, step).await? {
+                ApplyOutcome::Applied { output, .. } => {
+                    log.info(&format!(">>>>> Applied Patch:\n{output}"));
+                }
+                ApplyOutcome::AlreadyApplied => {
+                    log.info(">>>>> Applied Patch: verified already applied");
+                }
+                ApplyOutcome::Failed { output } => {
+                    log.info(&format!(">>>>> Patch Apply Failed:\n{output}"));
+                    return anyhow::Ok(None);
+                }
             }
         }
+        Ok(Some(steps.diff_before(&container, job, log, step).await?))
+    };
+    let (before, env_before) = tokio::join!(apply, env_read);
+    let Some(before) = before? else {
+        container.remove().await?;
+        return Ok(Record::new(OutcomeKind::PatchApplyFailed));
+    };
+    if let (
+        Some(read),
+        ModeSteps::Hardened {
+            env_before: slot, ..
+        },
+    ) = (env_before, &mut steps)
+    {
+        *slot = Some(Box::new(read?));
     }
-    let before = steps.diff_before(&container, job, log, step).await?;
     log.info(&format!("Git diff before:\n{before}"));
 
     let eval_file = job.dir.join("eval.sh");
@@ -434,6 +459,9 @@ enum ModeSteps {
         tamper: Vec<TamperSignal>,
         /// Signals make the instance not resolved (`--mode strict`).
         strict: bool,
+        /// The files outside the repository the environment rules compare, read before the
+        /// setup part (while the patch is applied: the two touch different files).
+        env_before: Option<Box<environment::Snapshot>>,
     },
 }
 
@@ -476,6 +504,7 @@ impl ModeSteps {
                     undone: None,
                     tamper: Vec::new(),
                     strict: mode == Mode::Strict,
+                    env_before: None,
                 })
             }
         }
@@ -527,10 +556,23 @@ impl ModeSteps {
                 idle_pid,
                 tamper,
                 strict,
+                env_before,
                 ..
             } => {
                 let unresolving = if *strict { tamper.as_slice() } else { &[] };
-                run_hardened(container, job, timeout, *idle_pid, unresolving, step).await
+                let before = env_before.as_ref().ok_or_else(|| {
+                    anyhow::anyhow!("the environment was not read before the setup")
+                })?;
+                run_hardened(
+                    container,
+                    job,
+                    timeout,
+                    *idle_pid,
+                    unresolving,
+                    before,
+                    step,
+                )
+                .await
             }
         }
     }
@@ -641,6 +683,7 @@ async fn run_hardened(
     timeout: Duration,
     idle_pid: u32,
     tamper: &[TamperSignal],
+    env_before: &environment::Snapshot,
     step: Duration,
 ) -> anyhow::Result<ScriptRun> {
     const ENV_FILE: &str = "/run/swerve-eval.env";
@@ -650,7 +693,7 @@ async fn run_hardened(
     let kill = hardening::kill_all_script(idle_pid);
     let mut text = String::new();
 
-    let before = read_environment(container, step, &[]).await?;
+    let before = env_before.clone();
     // Bytecode off for the setup only: an import there then writes nothing outside the
     // repository, so that any `.pyc` that appears was written on purpose.
     let setup_request = ExecRequest::new([
@@ -673,9 +716,10 @@ async fn run_hardened(
             environment: None,
         });
     }
-    exec(container, strings(&["sh", "-c", &kill]), step).await?;
+    // Kill what the setup left and read the files the rules need, in one exec; then list the
+    // changes of that same, still state.
+    let after = read_environment(container, step, Some(&kill)).await?;
     let changes = container.changes().await?;
-    let after = read_environment(container, step, &environment::entry_points(&changes)).await?;
     let environment = environment::check(&job.row.repo, &changes, &before, &after);
 
     let start_nonce = hardening::nonce()?;
@@ -762,16 +806,19 @@ async fn tamper_check(
     }))
 }
 
-/// The files the environment rules read ([`environment::snapshot_script`]), with the changed
-/// `entry_points` files given.
+/// The files the environment rules read ([`environment::snapshot_script`]): before the setup,
+/// or, with `kill`, right after it (its processes killed first, in the same exec).
 async fn read_environment(
     container: &Container,
     step: Duration,
-    entry_points: &[String],
+    kill: Option<&str>,
 ) -> anyhow::Result<environment::Snapshot> {
-    let mut cmd = strings(&["sh", "-c", &environment::snapshot_script(), "sh"]);
+    let script = match kill {
+        Some(kill) => environment::after_setup_script(kill),
+        None => environment::snapshot_script(false),
+    };
+    let mut cmd = strings(&["sh", "-c", &script, "sh"]);
     cmd.extend(environment::WATCHED.map(str::to_owned));
-    cmd.extend(entry_points.iter().cloned());
     let read = exec(container, cmd, step).await?;
     Ok(environment::Snapshot::parse(&read.output))
 }
