@@ -142,11 +142,11 @@ struct ValidateArgs {
     /// output folder must be on a file system every node shares).
     #[arg(long, value_enum, default_value = "local")]
     executor: Executor,
-    /// Extra sbatch argument for --executor slurm (repeatable), e.g. --slurm-arg=--partition=cpu.
+    /// An argument for `sbatch` (repeatable), e.g. `--slurm-arg=--partition=cpu`.
     #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
     slurm_args: Vec<String>,
     /// Array tasks for --executor slurm, at most.
-    #[arg(long, default_value_t = 4, value_parser = swerve_cli::count)]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = swerve_cli::count)]
     slurm_tasks: usize,
 }
 

@@ -1,10 +1,11 @@
 //! `curate validate` on the project's own fixture repositories (`swerve_tests::environments`),
 //! in Docker for real: every case comes out as its author knows it must (every reason of
-//! `rejected.jsonl`, each from a fixture made for it); without an engine every task that needs
-//! one is an infrastructure error that the next run retries; a run killed once its first task
-//! has ended loses nothing and redoes nothing when resumed; the rows it writes resolve with
-//! their gold patches and not without them through the harness's execution path; a third run
-//! reuses every task.
+//! `rejected.jsonl`, each from a fixture made for it) and the rows it writes resolve with their
+//! gold patches and not without them through the harness's execution path; without an engine
+//! every task that needs one is an infrastructure error that the next run retries, and a run
+//! killed once its first task has ended loses nothing and redoes nothing when resumed; a task
+//! past its time limit is `timed_out`; a setup model's recipes stand in where the rules fail;
+//! a Slurm run writes what a local run writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -37,11 +38,12 @@ fn strings(v: &Value) -> Vec<String> {
         .collect()
 }
 
-/// `curate validate` on `tasks` into `out`, two containers at once, two runs a side.
-fn command(tasks: &Path, repos: &Path, out: &Path, timeout: u32) -> Command {
+/// `curate validate` on `tasks` into `out`, two containers at once, `runs` runs a side (one
+/// where flakiness is not what a test is about: half the containers).
+fn command(tasks: &Path, repos: &Path, out: &Path, runs: u32, timeout: u32) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_curate"));
     command
-        .args(["validate", "--jobs", "2", "--runs", "2"])
+        .args(["validate", "--jobs", "2", "--runs", &runs.to_string()])
         .args(["--timeout", &timeout.to_string()])
         .arg("--tasks")
         .arg(tasks)
@@ -83,12 +85,145 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = environments::build(dir.path());
     let out = dir.path().join("out");
-    let validate = |timeout| command(&fixture.tasks, &fixture.repos, &out, timeout);
-    let state = out.join("validate_state.jsonl");
-
-    // No engine: what needs a container is an infrastructure error, the rest is final.
     let stderr = finished(
-        validate(300)
+        command(&fixture.tasks, &fixture.repos, &out, 2, 300)
+            .output()
+            .unwrap(),
+        0,
+    );
+    let kept = by_id(&out.join("instances.jsonl"));
+    let dropped = by_id(&out.join("rejected.jsonl"));
+    for (id, expected) in &fixture.expected {
+        match expected {
+            Expected::Kept {
+                fail_to_pass,
+                pass_to_pass,
+            } => {
+                let row = kept
+                    .get(id)
+                    .unwrap_or_else(|| panic!("{id} not kept: {:?}\n{stderr}", dropped.get(id)));
+                assert_eq!(&strings(&row["FAIL_TO_PASS"]), fail_to_pass, "{id}");
+                assert_eq!(&strings(&row["PASS_TO_PASS"]), pass_to_pass, "{id}");
+                for field in ["image", "eval_script", "log_parser", "eval_type", "version"] {
+                    assert!(row[field].is_string(), "{id}: {field}");
+                }
+                assert!(row["code_context"].is_object(), "training fields are kept");
+            }
+            Expected::Dropped(reason) => {
+                let row = dropped
+                    .get(id)
+                    .unwrap_or_else(|| panic!("{id} not rejected: kept as {:?}", kept.get(id)));
+                assert_eq!(row["reason"], *reason, "{id}: {row}");
+                if !STATIC.contains(reason) {
+                    let log = Path::new(row["log"].as_str().unwrap());
+                    assert!(log.exists(), "{id}: {} is not there", log.display());
+                }
+            }
+        }
+    }
+    assert_eq!(kept.len() + dropped.len(), fixture.expected.len());
+    let funnel = json(&out.join("funnel.json"));
+    assert_eq!(funnel["tasks_in"], fixture.expected.len());
+    assert_eq!(funnel["validated"], kept.len());
+    assert!(funnel["images"]["disk_bytes"].as_u64().unwrap() > 0);
+    let envs = json(&out.join("environments.json"));
+    let mut pythons = BTreeSet::new();
+    for row in kept.values() {
+        let (repo, version) = (
+            row["repo"].as_str().unwrap(),
+            row["version"].as_str().unwrap(),
+        );
+        let env = &envs[repo][version];
+        assert!(env.is_object(), "{repo} {version}");
+        pythons.insert(env["python"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(pythons, BTreeSet::from(["3.11".into(), "3.13".into()]));
+
+    // The rows as written, through the harness: gold resolves, the tests without the fix do
+    // not (the row's tests on its base commit and test patch).
+    let source = swerve_harness::run::source::resolve(
+        out.join("instances.jsonl").to_str().unwrap(),
+        "test",
+        Some(&fixture.repos),
+    )
+    .expect("the rows read as a dataset");
+    let host = swerve_host::Host::new(swerve_host::HostConfig::default()).unwrap();
+    let evaluator = host
+        .load_evaluator(
+            &swerve_host::bundled::require("swebench-parsers").unwrap(),
+            &Default::default(),
+        )
+        .unwrap();
+    let executor = PatchExecutor::new(
+        source,
+        evaluator,
+        ExecuteConfig {
+            run_id: format!("t-validated-{}", std::process::id()),
+            work_dir: dir.path().join("execute"),
+            run_empty_patches: true,
+            ..ExecuteConfig::default()
+        },
+    )
+    .unwrap();
+    let pending: Vec<_> = kept
+        .iter()
+        .map(|(id, row)| {
+            (
+                id,
+                executor.submit(id, row["patch"].as_str().unwrap()),
+                executor.submit(id, ""),
+            )
+        })
+        .collect();
+    for (id, gold, before) in pending {
+        let gold = gold.wait();
+        assert_eq!(gold.infra_error, None, "{id}");
+        assert!(gold.resolved, "{id}: gold not resolved: {gold:?}");
+        let before = before.wait();
+        assert!(before.patch_applied && !before.resolved, "{id}: {before:?}");
+    }
+
+    // A second run finds every task ended and runs nothing.
+    let written = std::fs::read(out.join("instances.jsonl")).unwrap();
+    finished(
+        command(&fixture.tasks, &fixture.repos, &out, 2, 300)
+            .output()
+            .unwrap(),
+        0,
+    );
+    let funnel = json(&out.join("funnel.json"));
+    assert_eq!(funnel["reused"], fixture.expected.len());
+    assert_eq!(funnel["sandbox_runs"], 0);
+    assert_eq!(std::fs::read(out.join("instances.jsonl")).unwrap(), written);
+}
+
+/// Without an engine every task that needs one is an infrastructure error and the rest is
+/// final; a run killed as soon as its first task has ended keeps that end; the run after it
+/// retries the infrastructure errors, redoes nothing that ended, and every task ends once.
+#[test]
+fn no_engine_then_a_kill_then_a_resume_lose_and_redo_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = environments::build(dir.path());
+    let ids = [
+        "fixture__calc-1",
+        "fixture__calc-3",
+        "fixture__plain-1",
+        "fixture__broken-1",
+        "fixture__words-1",
+    ];
+    let tasks = subset(&fixture, &ids, dir.path());
+    let out = dir.path().join("out");
+    let validate = || command(&tasks, &fixture.repos, &out, 1, 300);
+    let state = out.join("validate_state.jsonl");
+    let expected: BTreeMap<&str, &Expected> = fixture
+        .expected
+        .iter()
+        .filter(|(id, _)| ids.contains(&id.as_str()))
+        .map(|(id, e)| (id.as_str(), e))
+        .collect();
+
+    let stderr = finished(
+        validate()
             .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
             .output()
             .unwrap(),
@@ -96,18 +231,22 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
     );
     assert!(stderr.contains("rerun the same command"), "{stderr}");
     let rejected = by_id(&out.join("rejected.jsonl"));
-    for (id, expected) in &fixture.expected {
-        let reason = rejected[id]["reason"].as_str().unwrap();
-        match expected {
-            Expected::Dropped(r) if STATIC.contains(r) => assert_eq!(reason, *r, "{id}"),
+    let mut statics = 0;
+    for (id, e) in &expected {
+        let reason = rejected[*id]["reason"].as_str().unwrap();
+        match e {
+            Expected::Dropped(r) if STATIC.contains(r) => {
+                statics += 1;
+                assert_eq!(reason, *r, "{id}");
+            }
             _ => assert_eq!(reason, "infra_error", "{id}"),
         }
     }
     let first_lines = std::fs::read_to_string(&state).unwrap().lines().count();
-    assert_eq!(first_lines, fixture.expected.len());
+    assert_eq!(first_lines, ids.len());
 
-    // With the engine, killed as soon as its first task has ended.
-    let mut child = validate(300)
+    // Killed as soon as its first task has ended (`broken`, whose install fails first).
+    let mut child = validate()
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -130,46 +269,23 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
         .collect();
     assert!(!ended_before_kill.is_empty());
 
-    // Resumed: the rest is done, nothing finished is redone.
-    let stderr = finished(validate(300).output().unwrap(), 0);
+    let stderr = finished(validate().output().unwrap(), 0);
     let funnel = json(&out.join("funnel.json"));
     assert_eq!(
         funnel["reused"],
-        STATIC.len() + ended_before_kill.len(),
+        statics + ended_before_kill.len(),
         "{stderr}"
     );
     let kept = by_id(&out.join("instances.jsonl"));
     let dropped = by_id(&out.join("rejected.jsonl"));
-    for (id, expected) in &fixture.expected {
-        match expected {
-            Expected::Kept {
-                fail_to_pass,
-                pass_to_pass,
-            } => {
-                let row = kept
-                    .get(id)
-                    .unwrap_or_else(|| panic!("{id} not kept: {:?}", dropped.get(id)));
-                assert_eq!(&strings(&row["FAIL_TO_PASS"]), fail_to_pass, "{id}");
-                assert_eq!(&strings(&row["PASS_TO_PASS"]), pass_to_pass, "{id}");
-                for field in ["image", "eval_script", "log_parser", "eval_type", "version"] {
-                    assert!(row[field].is_string(), "{id}: {field}");
-                }
-                assert!(row["code_context"].is_object(), "training fields are kept");
+    for (id, e) in &expected {
+        match e {
+            Expected::Kept { fail_to_pass, .. } => {
+                assert_eq!(&strings(&kept[*id]["FAIL_TO_PASS"]), fail_to_pass, "{id}");
             }
-            Expected::Dropped(reason) => {
-                let row = dropped
-                    .get(id)
-                    .unwrap_or_else(|| panic!("{id} not rejected: kept as {:?}", kept.get(id)));
-                assert_eq!(row["reason"], *reason, "{id}: {row}");
-                if !STATIC.contains(reason) {
-                    let log = Path::new(row["log"].as_str().unwrap());
-                    assert!(log.exists(), "{id}: {} is not there", log.display());
-                }
-            }
+            Expected::Dropped(reason) => assert_eq!(dropped[*id]["reason"], *reason, "{id}"),
         }
     }
-    assert_eq!(kept.len() + dropped.len(), fixture.expected.len());
-    // Every task ended once, whatever the kill (infrastructure errors are retried).
     let mut ends: BTreeMap<String, usize> = BTreeMap::new();
     let text = std::fs::read_to_string(&state).unwrap();
     for end in text
@@ -183,71 +299,7 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
         }
     }
     assert!(ends.values().all(|n| *n == 1), "{ends:?}");
-    assert_eq!(ends.len(), fixture.expected.len());
-    assert_eq!(funnel["tasks_in"], fixture.expected.len());
-    assert_eq!(funnel["validated"], kept.len());
-    assert!(funnel["images"]["disk_bytes"].as_u64().unwrap() > 0);
-    let envs = json(&out.join("environments.json"));
-    let mut pythons = BTreeSet::new();
-    for row in kept.values() {
-        let (repo, version) = (
-            row["repo"].as_str().unwrap(),
-            row["version"].as_str().unwrap(),
-        );
-        let env = &envs[repo][version];
-        assert!(env.is_object(), "{repo} {version}");
-        pythons.insert(env["python"].as_str().unwrap().to_owned());
-    }
-    assert_eq!(pythons, BTreeSet::from(["3.11".into(), "3.13".into()]));
-
-    // The rows as written, through the harness: gold resolves, an empty patch does not.
-    let source = swerve_harness::run::source::resolve(
-        out.join("instances.jsonl").to_str().unwrap(),
-        "test",
-        Some(&fixture.repos),
-    )
-    .expect("the rows read as a dataset");
-    let host = swerve_host::Host::new(swerve_host::HostConfig::default()).unwrap();
-    let evaluator = host
-        .load_evaluator(
-            &swerve_host::bundled::require("swebench-parsers").unwrap(),
-            &Default::default(),
-        )
-        .unwrap();
-    let executor = PatchExecutor::new(
-        source,
-        evaluator,
-        ExecuteConfig {
-            run_id: format!("t-validated-{}", std::process::id()),
-            work_dir: dir.path().join("execute"),
-            ..ExecuteConfig::default()
-        },
-    )
-    .unwrap();
-    let pending: Vec<_> = kept
-        .iter()
-        .map(|(id, row)| {
-            (
-                id,
-                executor.submit(id, row["patch"].as_str().unwrap()),
-                executor.submit(id, ""),
-            )
-        })
-        .collect();
-    for (id, gold, empty) in pending {
-        let gold = gold.wait();
-        assert_eq!(gold.infra_error, None, "{id}");
-        assert!(gold.resolved, "{id}: gold not resolved: {gold:?}");
-        assert!(!empty.wait().resolved, "{id}: an empty patch resolved");
-    }
-
-    // A third run finds every task ended and runs nothing.
-    let before = std::fs::read(out.join("instances.jsonl")).unwrap();
-    finished(validate(300).output().unwrap(), 0);
-    let funnel = json(&out.join("funnel.json"));
-    assert_eq!(funnel["reused"], fixture.expected.len());
-    assert_eq!(funnel["sandbox_runs"], 0);
-    assert_eq!(std::fs::read(out.join("instances.jsonl")).unwrap(), before);
+    assert_eq!(ends.len(), ids.len());
 }
 
 /// A test that outlasts the limit: `timed_out`, found in the first run of each side and not run
@@ -258,7 +310,7 @@ fn a_task_past_its_time_limit_is_timed_out_once() {
     let fixture = environments::build(dir.path());
     let out = dir.path().join("slow");
     finished(
-        command(&fixture.slow, &fixture.repos, &out, 30)
+        command(&fixture.slow, &fixture.repos, &out, 2, 30)
             .output()
             .unwrap(),
         0,
@@ -345,7 +397,7 @@ fn a_setup_model_makes_the_recipes_the_rules_cannot() {
     });
     let out = dir.path().join("setup");
     finished(
-        command(&tasks, &fixture.repos, &out, 300)
+        command(&tasks, &fixture.repos, &out, 1, 300)
             .args(["--setup-endpoint", &url, "--setup-model", "fixture-model"])
             .output()
             .unwrap(),
@@ -396,7 +448,7 @@ fn a_setup_model_makes_the_recipes_the_rules_cannot() {
     let (url, served) = support::mock_chat_server(&answer("3.13", &["exit 3"], &[]));
     let out = dir.path().join("never");
     finished(
-        command(&tasks, &fixture.repos, &out, 300)
+        command(&tasks, &fixture.repos, &out, 1, 300)
             .args(["--setup-endpoint", &url, "--setup-model", "fixture-model"])
             .output()
             .unwrap(),
@@ -426,14 +478,14 @@ fn validation_on_slurm_writes_what_a_local_run_writes() {
     // Folders of one name: the task repository's dataset is named after it.
     let (local, cluster) = (dir.path().join("a/out"), dir.path().join("b/out"));
     finished(
-        command(&tasks, &fixture.repos, &local, 300)
+        command(&tasks, &fixture.repos, &local, 1, 300)
             .arg("--task-repo")
             .output()
             .unwrap(),
         0,
     );
     let stderr = finished(
-        command(&tasks, &fixture.repos, &cluster, 300)
+        command(&tasks, &fixture.repos, &cluster, 1, 300)
             .args(["--task-repo", "--executor", "slurm", "--slurm-tasks", "2"])
             .output()
             .unwrap(),
