@@ -51,49 +51,32 @@ pub fn slurm_up(what: &str) -> bool {
     up
 }
 
-/// SWE-bench 5.0.2 from PyPI in a virtual environment of its own, `target/swebench-venv` (the
-/// one `harness/datasets/swerve-mini/compare_swebench.sh` uses), made when missing: the
+/// SWE-bench 5.0.2 from PyPI in a virtual environment of its own, `target/swebench-venv`, made
+/// when missing by `scripts/swebench-venv.sh` (which the interop script and CI use too): the
 /// environment's folder, or `None` when it cannot be made here (`what` is [`skip`]ped).
 pub fn swebench_venv(what: &str) -> Option<PathBuf> {
-    let venv = repo_root().join("target/swebench-venv");
-    let python = venv.join("bin/python");
-    let installed = || {
-        std::process::Command::new(&python)
-            .args([
-                "-c",
-                "import importlib.metadata as m; assert m.version('swebench') == '5.0.2'",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    // Tests of one run may ask at once: one makes it, the others wait.
-    std::fs::create_dir_all(repo_root().join("target")).ok()?;
-    let lock = std::fs::File::create(repo_root().join("target/swebench-venv.lock")).ok()?;
-    lock.lock().ok()?;
-    if !installed() {
-        let made = std::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .is_ok_and(|s| s.success())
-            && std::process::Command::new(venv.join("bin/pip"))
-                .args([
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "swebench==5.0.2",
-                ])
-                .status()
-                .is_ok_and(|s| s.success());
-        if !made || !installed() {
+    let made = std::process::Command::new(repo_root().join("scripts/swebench-venv.sh"))
+        .arg(repo_root().join("target/swebench-venv"))
+        .output();
+    match made {
+        Ok(out) if out.status.success() => Some(PathBuf::from(
+            String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        )),
+        Ok(out) => {
             skip(
                 what,
-                "cannot install swebench==5.0.2 from PyPI into target/swebench-venv",
+                &format!(
+                    "cannot install swebench==5.0.2 from PyPI into target/swebench-venv: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
             );
-            return None;
+            None
+        }
+        Err(e) => {
+            skip(what, &format!("cannot run scripts/swebench-venv.sh: {e}"));
+            None
         }
     }
-    Some(venv)
 }
 
 /// The variable naming the shared `data` folder (third-party data the repository never carries,

@@ -18,11 +18,7 @@ work=${WORK:-$root/target/swebench-compare}
 workers=${WORKERS:-2}
 
 [ -x "$harness" ] || { echo "no harness binary at $harness (cargo build -p swerve-harness)" >&2; exit 2; }
-if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet swebench==5.0.2
-fi
-"$venv/bin/python" -c 'import importlib.metadata as m; v = m.version("swebench"); assert v == "5.0.2", v'
+"$root/scripts/swebench-venv.sh" "$venv" >/dev/null
 
 rm -rf "$work"
 mkdir -p "$work/swebench" "$work/harness" "$work/hardened"
