@@ -772,7 +772,7 @@ impl Container {
 
     /// The paths whose state differs from the image's, as the engine sees them: nothing in the
     /// container can forge this list. Mounts (tmpfs, volumes) are not in it. Read from the
-    /// container's upper layer when the engine keeps it on this host ([`crate::changes`]: the
+    /// container's upper layer when the engine keeps it on this host (the `changes` module: the
     /// same list, without `docker diff`'s walk of the whole tree on `fuse-overlayfs`), else
     /// [`Container::engine_changes`].
     pub async fn changes(&self) -> Result<Vec<FsChange>> {

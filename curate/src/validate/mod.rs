@@ -5,7 +5,7 @@
 //! the test patch and the gold patch must apply at the base commit; then the test files the
 //! test patch touches run `runs` times before the fix (base + test patch) and after it (base +
 //! test patch + gold), each run in a fresh container, through `harness run`'s own path (the
-//! same images, eval script, hardened mode, log parser and grading: [`PatchExecutor`]).
+//! same images, eval script, hardened mode, log parser and grading: [`swerve_harness::run::execute::PatchExecutor`]).
 //! FAIL_TO_PASS: failed or absent in every run before and passed in every run after;
 //! PASS_TO_PASS: passed in every run of both sides; a test whose status differs between runs
 //! of one side is flaky and in neither list. A task is kept when FAIL_TO_PASS is not empty and
