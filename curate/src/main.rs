@@ -258,6 +258,16 @@ impl swerve_curate::progress::Progress for Stages {
     }
 }
 
+/// This command, placed on Slurm in at most `tasks` array tasks from the current folder.
+fn placement(sbatch_args: &[String], tasks: usize) -> anyhow::Result<swerve_slurm::Placement> {
+    Ok(swerve_slurm::Placement {
+        sbatch_args: sbatch_args.to_vec(),
+        tasks,
+        command: swerve_slurm::this_command()?,
+        chdir: std::env::current_dir().context("the current folder")?,
+    })
+}
+
 /// Where task `index` of a Slurm run writes its shard.
 fn shard_dir(output: &std::path::Path, index: usize) -> PathBuf {
     output.join(".slurm").join(format!("shard-{index}"))
@@ -266,19 +276,16 @@ fn shard_dir(output: &std::path::Path, index: usize) -> PathBuf {
 /// `curate run --executor slurm`: one array task per shard (each runs this command), followed
 /// until every task ended, then the shards merged into `output` as one process writes it.
 fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funnel> {
-    swerve_slurm::check(&args.slurm_args, args.slurm_tasks)?;
-    let command = swerve_slurm::this_command()?;
+    let placement = placement(&args.slurm_args, args.slurm_tasks)?;
+    placement.check()?;
     let round = output.dir.join(".slurm");
     // Shards of an earlier attempt are redone: a shard is one task's whole output.
     let _ = fs_err::remove_dir_all(&round);
-    let spec = swerve_slurm::ArraySpec {
-        name: "swerve-curate".into(),
-        dir: round.clone(),
-        inputs: vec![String::new(); args.slurm_tasks],
-        command,
-        chdir: std::env::current_dir().context("the current folder")?,
-        sbatch_args: args.slurm_args.clone(),
-    };
+    let spec = placement.array(
+        "swerve-curate",
+        round.clone(),
+        vec![String::new(); args.slurm_tasks],
+    );
     let end = swerve_slurm::run_array(
         &spec,
         std::time::Duration::from_secs(1),
@@ -412,12 +419,7 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
                 cluster::serve_task(&config, &task, &evaluator, &progress).with_context(context)?;
                 return Ok(Exit::Success);
             }
-            let placement = cluster::Placement {
-                sbatch_args: args.slurm_args.clone(),
-                tasks: args.slurm_tasks,
-                command: swerve_slurm::this_command()?,
-                chdir: std::env::current_dir().context("the current folder")?,
-            };
+            let placement = placement(&args.slurm_args, args.slurm_tasks)?;
             cluster::submit(&config, &placement, &progress).with_context(context)?
         }
     };

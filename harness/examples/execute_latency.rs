@@ -70,11 +70,13 @@ fn main() -> anyhow::Result<()> {
         command.extend(task.to_args());
         let start = Instant::now();
         let remote = SlurmExecutions::new(RemoteConfig {
-            sbatch_args: Vec::new(),
-            tasks: 2,
-            command,
+            placement: swerve_slurm::Placement {
+                sbatch_args: Vec::new(),
+                tasks: 2,
+                command,
+                chdir: work.path().to_owned(),
+            },
             dir: work.path().join(format!("batches-{round}")),
-            chdir: work.path().to_owned(),
         })?;
         let there = remote.execute(&pairs)?;
         slurm_s.push(start.elapsed().as_secs_f64());

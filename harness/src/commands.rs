@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use swerve_cli::{Exit, Verbosity};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
-use swerve_harness::run::cluster::{self, SlurmOptions};
+use swerve_harness::run::cluster;
 use swerve_harness::run::source::{self, DatasetSource};
 use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
 use swerve_harness::{export, html, images};
@@ -328,7 +328,7 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
                 runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
                 return Ok(Exit::Success);
             }
-            let options = SlurmOptions {
+            let options = swerve_slurm::Placement {
                 sbatch_args: args.slurm_args.clone(),
                 tasks: args.slurm_tasks,
                 command: swerve_slurm::this_command()?,

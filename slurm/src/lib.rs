@@ -58,6 +58,41 @@ pub struct ArraySpec {
     pub sbatch_args: Vec<String>,
 }
 
+/// Where a command's work goes on the cluster: what every array task runs, from which folder,
+/// with which `sbatch` arguments, in at most how many tasks. The one type every swerve command
+/// that places work takes (`harness run`, execution rewards, `curate run`, `curate validate`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// Extra `sbatch` arguments (`--slurm-arg`).
+    pub sbatch_args: Vec<String>,
+    /// Array tasks at most (fewer when there is less work).
+    pub tasks: usize,
+    /// What every task runs: a binary (an absolute path) and its arguments ([`this_command`]).
+    pub command: Vec<String>,
+    /// The tasks' working folder (the submitter's), against which relative paths resolve.
+    pub chdir: PathBuf,
+}
+
+impl Placement {
+    /// Checks that Slurm answers and takes these arguments for an array of [`Self::tasks`]
+    /// ([`check`]), before anything runs.
+    pub fn check(&self) -> Result<(), SlurmError> {
+        check(&self.sbatch_args, self.tasks)
+    }
+
+    /// The array named `name` of one task per input, its round folder `dir`.
+    pub fn array(&self, name: &str, dir: PathBuf, inputs: Vec<String>) -> ArraySpec {
+        ArraySpec {
+            name: name.to_owned(),
+            dir,
+            inputs,
+            command: self.command.clone(),
+            chdir: self.chdir.clone(),
+            sbatch_args: self.sbatch_args.clone(),
+        }
+    }
+}
+
 /// Runs a Slurm client command (under `timeout`, so that a hung controller is an error).
 fn slurm(program: &str, args: &[String]) -> Result<std::process::Output, SlurmError> {
     let output = Command::new("timeout")

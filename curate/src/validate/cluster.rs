@@ -4,7 +4,7 @@
 //! The submitter reads the state file, deals the tasks without an end among the array's tasks
 //! (the task keys are each array task's input) and follows the array. Each array task runs this
 //! same command on its node: it validates its keys through the same code as a local run
-//! ([`super::validate_tasks`]), against its node's engine, with the output folder's `logs/`
+//! (`validate_tasks`), against its node's engine, with the output folder's `logs/`
 //! for its logs, and appends each end to a state file of its own in the round folder as soon
 //! as it is known (one progress line each). The submitter then appends every end the tasks
 //! wrote to the output folder's state file and writes the output files from it, as a local run
@@ -16,26 +16,13 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use swerve_slurm::{ArrayEvent, ArraySpec, Task};
+use swerve_slurm::{ArrayEvent, Placement, Task};
 
 use crate::error::CurateError;
 
 use super::rows::read_tasks;
 use super::state::{StateWriter, read_state};
 use super::{Plan, STATE_FILE, TaskEnd, ValidateConfig, ValidateFunnel, validate_tasks};
-
-/// Where and how the array runs.
-#[derive(Debug, Clone)]
-pub struct Placement {
-    /// Extra `sbatch` arguments.
-    pub sbatch_args: Vec<String>,
-    /// Array tasks, at most.
-    pub tasks: usize,
-    /// What every task runs: this binary (an absolute path) with this command's arguments.
-    pub command: Vec<String>,
-    /// The tasks' working folder.
-    pub chdir: PathBuf,
-}
 
 /// The round folder of a Slurm run in the output folder.
 const ROUND: &str = ".slurm";
@@ -60,19 +47,16 @@ pub fn submit(
     if keys.is_empty() {
         return plan.write(config);
     }
-    swerve_slurm::check(&placement.sbatch_args, placement.tasks).map_err(CurateError::Slurm)?;
+    placement.check().map_err(CurateError::Slurm)?;
     let round = config.output.join(ROUND);
     // What an earlier attempt's tasks wrote is in the state file already: the round is redone.
     let _ = fs_err::remove_dir_all(&round);
     let shards = swerve_slurm::deal(&keys, placement.tasks);
-    let spec = ArraySpec {
-        name: "swerve-validate".into(),
-        dir: round.clone(),
-        inputs: shards.iter().map(|keys| keys.join("\n") + "\n").collect(),
-        command: placement.command.clone(),
-        chdir: placement.chdir.clone(),
-        sbatch_args: placement.sbatch_args.clone(),
-    };
+    let spec = placement.array(
+        "swerve-validate",
+        round.clone(),
+        shards.iter().map(|keys| keys.join("\n") + "\n").collect(),
+    );
     let end = swerve_slurm::run_array(&spec, Duration::from_secs(1), |event| match event {
         ArrayEvent::Submitted { job, tasks } => {
             progress(&format!("Submitted Slurm job {job} ({tasks} tasks)"));

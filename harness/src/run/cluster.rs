@@ -22,26 +22,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use swerve_host::EvaluatorPlugin;
 use swerve_sandbox::{Sandbox, SandboxConfig};
-use swerve_slurm::{ArrayEvent, ArraySpec, SlurmError, Task};
+use swerve_slurm::{ArrayEvent, Placement, SlurmError, Task};
 
 use super::cache::OutcomeKind;
 use super::{
     InstanceResult, Progress, RunConfig, RunError, RunSummary, evaluate_jobs, finish, prepare_all,
     run_dir, select, sweep, valid_run_id, write_run_json,
 };
-
-/// How a run is placed on the cluster.
-#[derive(Debug, Clone)]
-pub struct SlurmOptions {
-    /// Extra `sbatch` arguments (`--slurm-arg`).
-    pub sbatch_args: Vec<String>,
-    /// Array tasks at most (fewer when there are fewer instances).
-    pub tasks: usize,
-    /// What every task runs: this binary (an absolute path) and the arguments it was given.
-    pub command: Vec<String>,
-    /// The tasks' working folder (the submitter's), against which relative paths resolve.
-    pub chdir: PathBuf,
-}
 
 /// One finished instance, as a task reports it: a line of its progress file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,13 +73,13 @@ pub async fn submit(
     config: &RunConfig,
     split: &str,
     progress: &dyn Progress,
-    options: &SlurmOptions,
+    options: &Placement,
 ) -> Result<RunSummary, RunError> {
     if !valid_run_id(&config.run_id) {
         return Err(RunError::RunId(config.run_id.clone()));
     }
     // Before any work: Slurm's commands, its controller, and whether sbatch takes the options.
-    swerve_slurm::check(&options.sbatch_args, options.tasks)?;
+    options.check()?;
     let to_run = select(config, progress)?;
     write_run_json(config, split)?;
 
@@ -182,21 +169,18 @@ pub async fn submit(
 /// Infrastructure failures are held back from `progress` unless this is the `last` round.
 fn run_round(
     config: &RunConfig,
-    options: &SlurmOptions,
+    options: &Placement,
     dir: PathBuf,
     ids: &[String],
     progress: &dyn Progress,
     last: bool,
 ) -> Result<Round, RunError> {
     let shards = swerve_slurm::deal(ids, options.tasks);
-    let spec = ArraySpec {
-        name: format!("swerve-{}", config.run_id),
+    let spec = options.array(
+        &format!("swerve-{}", config.run_id),
         dir,
-        inputs: shards.iter().map(|s| s.join("\n")).collect(),
-        command: options.command.clone(),
-        chdir: options.chdir.clone(),
-        sbatch_args: options.sbatch_args.clone(),
-    };
+        shards.iter().map(|s| s.join("\n")).collect(),
+    );
     let mut finished = BTreeMap::new();
     let end = swerve_slurm::run_array(&spec, Duration::from_millis(500), |event| match event {
         ArrayEvent::Submitted { job, tasks } => progress.message(&format!(

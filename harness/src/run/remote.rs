@@ -22,7 +22,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use swerve_host::Execution;
-use swerve_slurm::{ArrayEvent, ArraySpec, SlurmError, Task};
+pub use swerve_slurm::Placement;
+use swerve_slurm::{ArrayEvent, SlurmError, Task};
 
 use super::RunError;
 use super::execute::{ExecuteConfig, ExecutionCache, PatchExecutor};
@@ -30,16 +31,11 @@ use super::execute::{ExecuteConfig, ExecutionCache, PatchExecutor};
 /// Where and how batches run.
 #[derive(Debug, Clone)]
 pub struct RemoteConfig {
-    /// Extra `sbatch` arguments.
-    pub sbatch_args: Vec<String>,
-    /// Array tasks per batch, at most.
-    pub tasks: usize,
-    /// What every task runs: a binary (absolute path) and its `execute-task` arguments.
-    pub command: Vec<String>,
+    /// The tasks' command (a binary's `execute-task` subcommand), arguments and tasks per
+    /// batch, at most.
+    pub placement: Placement,
     /// A folder every node shares; batch `k` uses `<dir>/batch-<k>/`.
     pub dir: PathBuf,
-    /// The tasks' working folder.
-    pub chdir: PathBuf,
 }
 
 /// One pair to execute, as a task's input line.
@@ -74,7 +70,7 @@ fn infra(error: String) -> Execution {
 impl SlurmExecutions {
     /// Checks that Slurm answers and takes the options, before any batch.
     pub fn new(config: RemoteConfig) -> Result<SlurmExecutions, RunError> {
-        swerve_slurm::check(&config.sbatch_args, config.tasks)?;
+        config.placement.check()?;
         Ok(SlurmExecutions {
             config,
             cache: ExecutionCache::default(),
@@ -128,7 +124,10 @@ impl SlurmExecutions {
         let k = self.batches.fetch_add(1, Ordering::Relaxed);
         let dir = self.config.dir.join(format!("batch-{k}"));
         let _ = fs_err::remove_dir_all(&dir);
-        let shards = swerve_slurm::deal(&requests.iter().collect::<Vec<_>>(), self.config.tasks);
+        let shards = swerve_slurm::deal(
+            &requests.iter().collect::<Vec<_>>(),
+            self.config.placement.tasks,
+        );
         let inputs = shards
             .iter()
             .map(|shard| {
@@ -138,14 +137,7 @@ impl SlurmExecutions {
                     .collect::<String>()
             })
             .collect();
-        let spec = ArraySpec {
-            name: "swerve-execute".into(),
-            dir,
-            inputs,
-            command: self.config.command.clone(),
-            chdir: self.config.chdir.clone(),
-            sbatch_args: self.config.sbatch_args.clone(),
-        };
+        let spec = self.config.placement.array("swerve-execute", dir, inputs);
         let mut answered: HashMap<usize, Execution> = HashMap::new();
         let end = swerve_slurm::run_array(&spec, Duration::from_millis(200), |event| {
             if let ArrayEvent::Line { task, line } = event {

@@ -382,11 +382,13 @@ fn executions_on_the_cluster_match_local_ones() {
     let mut command = vec![BIN.to_owned()];
     command.extend(task.to_args());
     let remote = SlurmExecutions::new(RemoteConfig {
-        sbatch_args: Vec::new(),
-        tasks: 2,
-        command,
+        placement: swerve_slurm::Placement {
+            sbatch_args: Vec::new(),
+            tasks: 2,
+            command,
+            chdir: dir.path().to_owned(),
+        },
         dir: dir.path().join("batches"),
-        chdir: dir.path().to_owned(),
     })
     .unwrap();
     let on_cluster = remote.execute(&pairs).unwrap();

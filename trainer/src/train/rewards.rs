@@ -194,11 +194,13 @@ impl SlurmExecutor {
         }
         let work_dir = std::path::absolute(&spec.work_dir)?;
         let remote = SlurmExecutions::new(RemoteConfig {
-            sbatch_args: slurm.sbatch_args.clone(),
-            tasks: slurm.tasks,
-            command: slurm.command.clone(),
+            placement: swerve_harness::run::remote::Placement {
+                sbatch_args: slurm.sbatch_args.clone(),
+                tasks: slurm.tasks,
+                command: slurm.command.clone(),
+                chdir: std::env::current_dir()?,
+            },
             dir: work_dir.join("slurm"),
-            chdir: std::env::current_dir()?,
         })?;
         Ok(Box::new(SlurmExecutor {
             remote: std::sync::Arc::new(remote),
