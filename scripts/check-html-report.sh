@@ -6,8 +6,8 @@
 # against the run report: every summary count, one row per instance with its status, and one
 # unresolved instance's section with its failing tests. Needs a running Docker engine.
 #
-# Usage: scripts/check-html-report.sh [OUT_DIR]   (default target/html-check; the screenshot is
-# OUT_DIR/report.png)
+# Usage: [SWERVE_HARNESS=BIN] scripts/check-html-report.sh [OUT_DIR]   (default
+# target/html-check; the screenshot is OUT_DIR/report.png)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -19,8 +19,13 @@ if ! command -v chromium >/dev/null 2>&1; then
     apt-get install -y -qq chromium >/dev/null
 fi
 
-cargo build --locked -q -p swerve-harness --bin harness
-harness=$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/harness
+# SWERVE_HARNESS: a `harness` binary already built (CI passes the test build's).
+if [ -n "${SWERVE_HARNESS:-}" ]; then
+    harness=$SWERVE_HARNESS
+else
+    cargo build --locked -q -p swerve-harness --bin harness
+    harness=$(realpath -m "${CARGO_TARGET_DIR:-target}")/debug/harness
+fi
 
 mkdir -p "$out"
 cd "$out"
