@@ -324,7 +324,8 @@ pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
     sources.extend(constraints);
     for req in &mut requirements {
         if let Some(pin) = requirement_name(req).and_then(|n| pins.get(&n)) {
-            // Extras and markers of the requirement stay; its version is the pin's.
+            // The requirement's extras stay, its version is the pin's; its markers go (the
+            // environment has one Python, the pin was made for it).
             let extras = req
                 .split_once('[')
                 .and_then(|(_, rest)| rest.split_once(']'))

@@ -313,10 +313,7 @@ pub fn swebench_arch() -> &'static str {
 /// `swerve/sweb.eval.<arch>.<instance id lower-cased, '__' → '_1776_'>:latest`, with `arch`
 /// as SWE-bench spells it ([`swebench_arch`] for this machine).
 pub fn stable_image_name(instance_id: &str, arch: &str) -> String {
-    format!(
-        "swerve/sweb.eval.{arch}.{}:latest",
-        instance_id.to_lowercase().replace("__", "_1776_")
-    )
+    swerve_swebench::dataset::instance_image_name("swerve", arch, instance_id)
 }
 
 /// The recipe of a row's image: built from its environment spec when there is one (and its

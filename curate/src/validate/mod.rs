@@ -5,7 +5,8 @@
 //! the test patch and the gold patch must apply at the base commit; then the test files the
 //! test patch touches run `runs` times before the fix (base + test patch) and after it (base +
 //! test patch + gold), each run in a fresh container, through `harness run`'s own path (the
-//! same images, eval script, hardened mode, log parser and grading: [`swerve_harness::run::execute::PatchExecutor`]).
+//! same images, eval script, hardened mode, log parser and grading:
+//! [`swerve_harness::run::execute::PatchExecutor`]).
 //! FAIL_TO_PASS: failed or absent in every run before and passed in every run after;
 //! PASS_TO_PASS: passed in every run of both sides; a test whose status differs between runs
 //! of one side is flaky and in neither list. A task is kept when FAIL_TO_PASS is not empty and
@@ -165,7 +166,7 @@ impl ValidateFunnel {
     /// written.
     pub fn absorb(&mut self, task: &ValidateFunnel) {
         for (stage, seconds) in &task.stage_seconds {
-            *self.stage_seconds.entry(stage.clone()).or_default() += seconds;
+            self.add_seconds(stage, *seconds);
         }
         self.sandbox_runs += task.sandbox_runs;
         self.images.built += task.images.built;
@@ -173,6 +174,11 @@ impl ValidateFunnel {
         self.images.disk_bytes += task.images.disk_bytes;
         self.setup_answers += task.setup_answers;
         self.setup_recipes += task.setup_recipes;
+    }
+
+    /// Adds `seconds` to `stage`'s time (a Slurm run sums its array tasks').
+    fn add_seconds(&mut self, stage: &str, seconds: f64) {
+        *self.stage_seconds.entry(stage.to_owned()).or_default() += seconds;
     }
 
     /// One line for stderr.
@@ -319,8 +325,7 @@ fn validate_tasks(
             Err((reason, detail)) => record(dropped(task, reason, detail, None, started))?,
         }
     }
-    *funnel.stage_seconds.entry("static".to_owned()).or_default() +=
-        static_started.elapsed().as_secs_f64();
+    funnel.add_seconds("static", static_started.elapsed().as_secs_f64());
     if runnable.is_empty() {
         return Ok(());
     }

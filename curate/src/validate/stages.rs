@@ -128,13 +128,12 @@ impl Stages<'_> {
         let Some(mut ended) = self.images(runnable, funnel, record)? else {
             return Ok(());
         };
-        *funnel.stage_seconds.entry("images".to_owned()).or_default() +=
-            started.elapsed().as_secs_f64();
+        funnel.add_seconds("images", started.elapsed().as_secs_f64());
 
         let started = Instant::now();
         let sides = self.tests(runnable, &mut ended, funnel)?;
         let seconds = started.elapsed().as_secs_f64();
-        *funnel.stage_seconds.entry("tests".to_owned()).or_default() += seconds;
+        funnel.add_seconds("tests", seconds);
 
         let (rows, environments) = self.rows(runnable)?;
         let mut candidates = Vec::new();
@@ -150,10 +149,7 @@ impl Stages<'_> {
         let started = Instant::now();
         let per_task = seconds / runnable.len().max(1) as f64;
         self.confirm(runnable, environments, candidates, per_task, funnel, record)?;
-        *funnel
-            .stage_seconds
-            .entry("confirm".to_owned())
-            .or_default() += started.elapsed().as_secs_f64();
+        funnel.add_seconds("confirm", started.elapsed().as_secs_f64());
         Ok(())
     }
 

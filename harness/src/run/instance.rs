@@ -693,7 +693,6 @@ async fn run_hardened(
     let kill = hardening::kill_all_script(idle_pid);
     let mut text = String::new();
 
-    let before = env_before.clone();
     // Bytecode off for the setup only: an import there then writes nothing outside the
     // repository, so that any `.pyc` that appears was written on purpose.
     let setup_request = ExecRequest::new([
@@ -720,7 +719,7 @@ async fn run_hardened(
     // changes of that same, still state.
     let after = read_environment(container, step, Some(&kill)).await?;
     let changes = container.changes().await?;
-    let environment = environment::check(&job.row.repo, &changes, &before, &after);
+    let environment = environment::check(&job.row.repo, &changes, env_before, &after);
 
     let start_nonce = hardening::nonce()?;
     let tests = exec(

@@ -186,6 +186,15 @@ impl Instance {
     }
 }
 
+/// SWE-bench's name for an instance image, `<namespace>/sweb.eval.<arch>.<id>:latest`, with the
+/// instance id lower-cased and every `__` in it written `_1776_`, as SWE-bench derives it.
+pub fn instance_image_name(namespace: &str, arch: &str, instance_id: &str) -> String {
+    format!(
+        "{namespace}/sweb.eval.{arch}.{}:latest",
+        instance_id.to_lowercase().replace("__", "_1776_")
+    )
+}
+
 /// Parses a `.json` dataset: a list of rows.
 pub fn parse_json_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
     serde_json::from_str(text).map_err(DatasetError::Json)

@@ -59,9 +59,7 @@ pub enum TaskRepoError {
 /// The image name SWE-bench 5 derives for a task and that `swebench dataset check` requires:
 /// `swebench/sweb.eval.x86_64.<instance id>:latest`, lower-cased, every `__` as `_1776_`.
 pub fn image_name(instance_id: &str) -> String {
-    format!("swebench/sweb.eval.x86_64.{instance_id}:latest")
-        .to_lowercase()
-        .replace("__", "_1776_")
+    crate::dataset::instance_image_name("swebench", "x86_64", instance_id)
 }
 
 /// Writes `sweb.yaml` of a task repository in `root`: the datasets and splits its tasks name.
