@@ -7,15 +7,20 @@
 //! steps on a larger model and prints tokens per second. Exits non-zero on a mismatch.
 //!
 //! Arguments (all optional): `--steps N` (default 10), `--batch B` (8), `--seq S` (256),
-//! `--hidden H` (512), `--layers L` (8), `--vocab V` (32000).
+//! `--hidden H` (512), `--layers L` (8), `--vocab V` (32000), `--checkpointing 0|1` (1:
+//! recompute each layer in the backward pass, as training does by default). The loop prints
+//! the memory plan's estimate for its shape (`swerve_trainer::train::plan`) beside the peak
+//! that `gpu-check.sh` samples with `nvidia-smi`.
 
 use std::time::Instant;
 
 use dfdx::prelude::*;
 use serde_json::json;
+use swerve_trainer::device::DeviceSpec;
 use swerve_trainer::model::{
     AdamW, AdamWConfig, CausalLm, Kernels, KvCache, ModelConfig, ModelParams, Param, TokenBatch,
 };
+use swerve_trainer::train::plan::PlanInputs;
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -145,10 +150,27 @@ fn train_loop() {
         cfg.clone(),
         ModelParams::<f32, Cuda>::random(&cfg, &gpu, 2, 0.02),
     );
+    model.gradient_checkpointing = arg("--checkpointing", 1) == 1;
     println!(
-        "train: {} parameters, batch {rows}×{cols}, {layers} layers, hidden {hidden}, vocab {vocab}",
-        model.params.num_parameters()
+        "train: {} parameters, batch {rows}×{cols}, {layers} layers, hidden {hidden}, vocab \
+         {vocab}, gradient checkpointing {}",
+        model.params.num_parameters(),
+        model.gradient_checkpointing,
     );
+    let plan = PlanInputs {
+        model: cfg.clone(),
+        device: DeviceSpec::Cuda(0),
+        kernels: model.kernels,
+        rows,
+        seq: cols,
+        completion: cols - cols / 2,
+        gradient_checkpointing: model.gradient_checkpointing,
+        logits_chunk_rows: model.logits_chunk_rows,
+        reference: false,
+        generation: None,
+    }
+    .plan();
+    println!("train: {}", plan.render(None));
     let b = batch(rows, cols, vocab);
     let start = cols / 2;
     let mut opt = AdamW::new(AdamWConfig {

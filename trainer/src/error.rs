@@ -259,6 +259,20 @@ pub enum Error {
     /// ([`crate::data::Prompter::for_model`] loads the model's).
     #[error("prompt format `template` needs the model's chat template, and none was loaded")]
     NoChatTemplate,
+    /// The device `--device` names is not available to this build or could not be opened.
+    #[error("device {device}: {reason}")]
+    Device {
+        /// The device as `--device` names it.
+        device: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// The memory plan's estimate exceeds what the device has (`--force` runs anyway).
+    #[error("{plan}")]
+    MemoryPlan {
+        /// The plan, with the settings that would fit.
+        plan: String,
+    },
     /// A plot could not be drawn or written.
     #[error("cannot draw plot {path}: {reason}")]
     Plot {

@@ -11,6 +11,8 @@
 //!   carry none;
 //! - [`report`]: the metrics log, TensorBoard event files and plots of a run;
 //! - [`data`] (task rows and SFT examples) and [`prompt`] (prompts, chat templates);
+//! - [`device`]: `--device cpu|cuda[:N]`, the one place a flag becomes a dfdx device (every
+//!   command is generic over it), and [`train::plan`], the memory plan a run checks first;
 //! - the model: [`model`], a Llama/Qwen2-family causal LM on dfdx with weights shaped at run
 //!   time from a Hugging Face `config.json`, loaded from safetensors, with [`tokenizer`],
 //!   batched KV-cache sampling in [`generate`] and Hugging Face-layout [`checkpoint`]s (which
@@ -25,6 +27,7 @@
 pub mod checkpoint;
 pub mod commands;
 pub mod data;
+pub mod device;
 pub mod error;
 pub mod generate;
 pub mod grpo;

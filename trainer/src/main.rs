@@ -50,6 +50,8 @@ enum Command {
     Predict(train_args::PredictArgs),
     /// The bundled end-to-end run on swerve-mini: tiny model, SFT, GRPO, plots, predictions
     Demo(train_args::DemoArgs),
+    /// Print a run's memory plan (peak memory on the device, item by item) without running it
+    Plan(train_args::PlanArgs),
     /// A task of a Slurm job array of executions (`grpo --execute-on slurm`; started by Slurm)
     #[cfg(feature = "execute")]
     #[command(hide = true)]
@@ -79,9 +81,8 @@ struct GenerateArgs {
     /// Seed of the sampler
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Device: cpu, or cuda (needs a build with the `cuda` feature)
-    #[arg(long, default_value = "cpu")]
-    device: String,
+    #[command(flatten)]
+    device: train_args::DeviceArgs,
 }
 
 fn main() -> ExitCode {
@@ -113,6 +114,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Grpo(args) => train_args::run_grpo(&args, verbosity)?,
         Command::Predict(args) => train_args::run_predict(&args, verbosity)?,
         Command::Demo(args) => train_args::run_demo(&args, verbosity)?,
+        Command::Plan(args) => train_args::run_plan(&args)?,
         #[cfg(feature = "execute")]
         Command::ExecuteTask(args) => train_args::run_execute_task(&args)?,
     }
@@ -120,14 +122,11 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
 }
 
 fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {
-    match args.device.as_str() {
-        "cpu" => generate_on(args, &dfdx::prelude::Cpu::default()),
-        #[cfg(feature = "cuda")]
-        "cuda" => generate_on(args, &dfdx::prelude::Cuda::default()),
-        other => anyhow::bail!(
-            "unknown or unavailable device `{other}` (cpu; cuda needs the `cuda` feature)"
-        ),
-    }
+    // The outer result is opening the device, the inner one the generation.
+    let run = || -> swerve_trainer::error::Result<anyhow::Result<()>> {
+        swerve_trainer::on_device!(args.device.device, |dev| Ok(generate_on(args, dev)))
+    };
+    run()?
 }
 
 fn generate_on<D: swerve_trainer::model::Kernels<f32>>(

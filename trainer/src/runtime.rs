@@ -13,7 +13,26 @@
 //!   worker, since work handed to the pool from other threads (wasmtime compiles plugins on
 //!   rayon) needs a worker that is not the caller.
 
+use std::sync::OnceLock;
+
 use crate::error::{Error, Result};
+
+/// The process's resident memory when [`init`] ran (the memory plan's "runtime" item).
+static BASELINE: OnceLock<u64> = OnceLock::new();
+
+/// The resident memory of this process when [`init`] ran: the binary, its libraries and the
+/// thread pool, before any model is loaded. `None` before `init` or off Linux.
+pub fn baseline_rss() -> Option<u64> {
+    BASELINE.get().copied()
+}
+
+/// This process's resident memory now (`VmRSS`), in bytes; `None` off Linux.
+pub fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
+}
 
 /// Applies the settings above. Call it before any other thread or parallel work starts; a
 /// second call fails, since the rayon pool exists by then.
@@ -45,5 +64,9 @@ pub fn init() -> Result<()> {
     };
     builder
         .build_global()
-        .map_err(|source| Error::ThreadPool { source })
+        .map_err(|source| Error::ThreadPool { source })?;
+    if let Some(rss) = resident_bytes() {
+        let _ = BASELINE.set(rss);
+    }
+    Ok(())
 }

@@ -14,6 +14,7 @@ use swerve_trainer::commands::{
     self, ExecuteSpec, GrpoCommand, ModelSource, OutputSpec, PredictCommand, SftCommand, SftData,
 };
 use swerve_trainer::data::PromptStyle;
+use swerve_trainer::device::DeviceSpec;
 use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
 use swerve_trainer::report::metrics_log::{ReportTo, StepMetrics};
@@ -26,6 +27,14 @@ enum ReportToArg {
     Jsonl,
     /// metrics.jsonl and a TensorBoard event file beside it (tags `train/<metric>`)
     Tensorboard,
+}
+
+/// `--device`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DeviceArgs {
+    /// Device: cpu, or cuda / cuda:N (a build with the `cuda` feature; docs/gpu.md)
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceSpec,
 }
 
 /// Where a run starts and where it writes.
@@ -53,6 +62,11 @@ pub struct RunArgs {
     /// `tensorboard` adds an event file beside it for `tensorboard --logdir`
     #[arg(long, value_enum, default_value = "tensorboard")]
     report_to: ReportToArg,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// Start even when the memory plan's estimate exceeds the device's memory
+    #[arg(long)]
+    force: bool,
 }
 
 /// How tasks become prompts.
@@ -190,6 +204,8 @@ pub struct PredictArgs {
     /// (greedy)
     #[arg(long, default_value_t = commands::DEFAULT_LOCALIZE_MAX_NEW_TOKENS)]
     localize_max_new_tokens: usize,
+    #[command(flatten)]
+    device: DeviceArgs,
 }
 
 /// `--retriever`.
@@ -220,6 +236,8 @@ pub struct DemoArgs {
     /// Reward plugins (default: swe-rl)
     #[arg(long = "plugin", value_name = "SPEC")]
     plugins: Vec<PluginSpec>,
+    #[command(flatten)]
+    device: DeviceArgs,
 }
 
 fn source(run: &RunArgs) -> ModelSource {
@@ -265,6 +283,8 @@ pub fn run_sft(args: &SftArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
         data,
         config: commands::sft_config(args.run.config.as_deref(), &args.run.overrides)?,
         output: output(&args.run),
+        device: args.run.device.device,
+        force: args.run.force,
     };
     let last = commands::run_sft(&cmd, &mut progress("sft", "loss", verbosity)?)?;
     println!("{}", last.display());
@@ -283,6 +303,8 @@ pub fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
             .reward_jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
         execute: args.execute.then(|| execute_spec(args)).transpose()?,
+        device: args.run.device.device,
+        force: args.run.force,
     };
     let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward", verbosity)?)?;
     println!("{}", last.display());
@@ -364,6 +386,7 @@ pub fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::Result<
             max_prompt_tokens: args.max_prompt_tokens,
             localize_max_new_tokens: args.localize_max_new_tokens,
         }),
+        device: args.device.device,
     };
     let progress = Progress::new("predict", "task", verbosity)?;
     let reward = commands::run_predict(&cmd, &mut |done, total| {
@@ -421,6 +444,7 @@ pub fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
         &paths,
         &rewards,
         executor,
+        args.device.device,
         &mut |kind, m, s| match kind {
             "sft" => sft_bar(m, s),
             _ => grpo_bar(m, s),
@@ -439,5 +463,92 @@ pub fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
         );
     }
     println!("{}", args.output.join("summary.json").display());
+    Ok(())
+}
+
+/// Which run `trainer plan` estimates.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PlanKind {
+    /// `trainer grpo`: generation, a reference model when beta > 0.
+    Grpo,
+    /// `trainer sft`.
+    Sft,
+}
+
+/// `trainer plan`.
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Model directory (its config.json is read; no weights are loaded)
+    #[arg(long)]
+    model: PathBuf,
+    /// Settings file (TOML, TRL's key names)
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one setting: KEY=VALUE with a TOML value (repeatable)
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// The run to plan
+    #[arg(long, value_enum, default_value = "grpo")]
+    kind: PlanKind,
+    /// Tokens of the longest prompt (GRPO; SFT plans max_length tokens)
+    #[arg(long, default_value_t = 512)]
+    prompt_tokens: usize,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+/// `trainer plan`: the memory plan a run of these settings would print at its start.
+pub fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
+    use swerve_trainer::model::{KernelMode, ModelConfig};
+    use swerve_trainer::train::plan::{self, PlanInputs};
+    let dir = commands::model_dir(&args.model)?;
+    let model = ModelConfig::from_file(&dir.join("config.json"))?;
+    let device = args.device.device;
+    device.check_available()?;
+    let chunk = 0;
+    let inputs = match args.kind {
+        PlanKind::Grpo => {
+            let c = commands::grpo_config(args.config.as_deref(), &args.overrides)?;
+            let seq = args.prompt_tokens + c.max_completion_length;
+            PlanInputs {
+                model,
+                device,
+                kernels: KernelMode::Fused,
+                rows: c.per_device_train_batch_size,
+                seq,
+                completion: c.max_completion_length,
+                gradient_checkpointing: c.gradient_checkpointing,
+                logits_chunk_rows: chunk,
+                reference: c.beta > 0.0,
+                generation: Some((c.generation_batch_size(), seq)),
+            }
+        }
+        PlanKind::Sft => {
+            let c = commands::sft_config(args.config.as_deref(), &args.overrides)?;
+            PlanInputs {
+                model,
+                device,
+                kernels: KernelMode::Fused,
+                rows: c.per_device_train_batch_size,
+                seq: c.max_length,
+                completion: c.max_length - 1,
+                gradient_checkpointing: c.gradient_checkpointing,
+                logits_chunk_rows: chunk,
+                reference: false,
+                generation: None,
+            }
+        }
+    };
+    let plan = inputs.plan();
+    let available = plan::device_memory(device);
+    println!("{}", plan.render(available));
+    if let Some(have) = available.filter(|&have| plan.peak > have) {
+        let fits = plan.suggestions(have);
+        if fits.is_empty() {
+            println!("does not fit; no smaller micro-batch fits either");
+        } else {
+            println!("does not fit; settings that would: {}", fits.join(", "));
+        }
+    }
     Ok(())
 }

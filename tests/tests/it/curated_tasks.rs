@@ -100,6 +100,8 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             config: SftConfig::from_toml_str("max_steps = 1\nper_device_train_batch_size = 2\n")
                 .unwrap(),
             output: output("sft"),
+            device: Default::default(),
+            force: false,
         },
         &mut |_, _| {},
     )
@@ -121,6 +123,8 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             output: output("grpo"),
             reward_jobs: 1,
             execute: None,
+            device: Default::default(),
+            force: false,
         },
         &mut |metrics, _| {
             steps += 1;

@@ -191,6 +191,8 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
                 work_dir: dir.path().join("executions"),
                 slurm: None,
             }),
+            device: Default::default(),
+            force: false,
         },
         &mut |metrics, _| {
             steps += 1;

@@ -20,16 +20,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use dfdx::prelude::Cpu;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint;
 use crate::checkpoint::RunState;
 use crate::data::{PromptStyle, Prompter, gold_examples, read_tasks};
+use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
-use crate::model::{CausalLm, ModelConfig, ModelParams};
+use crate::model::{CausalLm, Kernels, ModelConfig, ModelParams};
 use crate::predict::{PredictSettings, predict};
 use crate::prompt::PromptFormat;
 use crate::report::metrics_log::{self, ReportTo, StepMetrics};
@@ -154,12 +154,27 @@ pub struct DemoSummary {
 }
 
 /// Runs the whole pipeline; `rewards` scores the GRPO completions, after `executor` ran them
-/// when given; `on_step` sees every step of both runs (`"sft"` or `"grpo"`).
+/// when given; `on_step` sees every step of both runs (`"sft"` or `"grpo"`). The model trains
+/// and predicts on `device`.
 pub fn run(
     config: &DemoConfig,
     paths: &DemoPaths,
     rewards: &dyn RewardFunctions,
     executor: Option<&dyn Executor>,
+    device: DeviceSpec,
+    on_step: &mut dyn FnMut(&str, &StepMetrics, &RunState),
+) -> Result<DemoSummary> {
+    crate::on_device!(device, |dev| run_on(
+        config, paths, rewards, executor, dev, on_step
+    ))
+}
+
+fn run_on<D: Kernels<f32>>(
+    config: &DemoConfig,
+    paths: &DemoPaths,
+    rewards: &dyn RewardFunctions,
+    executor: Option<&dyn Executor>,
+    dev: &D,
     on_step: &mut dyn FnMut(&str, &StepMetrics, &RunState),
 ) -> Result<DemoSummary> {
     let started = Instant::now();
@@ -167,13 +182,12 @@ pub fn run(
     fs_err::create_dir_all(&paths.out).map_err(|e| Error::io(&paths.out, e))?;
     let tokenizer_path = tokenizer_file(paths)?;
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
-    let dev = Cpu::default();
     let model_config = model_config(config, paths, &tokenizer)?;
     let init = CausalLm::new(
         model_config.clone(),
         ModelParams::random(
             &model_config,
-            &dev,
+            dev,
             config.demo.init_seed,
             config.demo.init_std,
         ),
@@ -200,13 +214,7 @@ pub fn run(
     let phase = Instant::now();
     let sft_dir = paths.out.join("sft");
     let examples = gold_examples(&tasks, &prompter)?;
-    let mut sft = SftTrainer::new(
-        config.sft.clone(),
-        &examples,
-        &tokenizer,
-        init.clone(),
-        None,
-    )?;
+    let mut sft = SftTrainer::new(config.sft.clone(), &examples, &tokenizer, init, None)?;
     let mut output = RunOutput::in_dir(
         &sft_dir,
         0,
@@ -229,6 +237,7 @@ pub fn run(
     let phase = Instant::now();
     let grpo_dir = paths.out.join("grpo");
     let warm = sft.model;
+    let reference = (config.grpo.beta > 0.0).then(|| warm.clone());
     let mut grpo = GrpoTrainer::new(
         config.grpo.clone(),
         GrpoInputs {
@@ -238,8 +247,8 @@ pub fn run(
             rewards,
             executor,
         },
-        warm.clone(),
-        &warm,
+        warm,
+        reference,
         None,
     )?;
     let mut output = RunOutput::in_dir(
@@ -262,7 +271,7 @@ pub fn run(
 
     // Predictions from the final checkpoint, as `trainer predict` makes them.
     let phase = Instant::now();
-    let model = CausalLm::<f32, Cpu>::load(&final_checkpoint, &dev)?;
+    let model = CausalLm::<f32, D>::load(&final_checkpoint, dev)?;
     let sampling = SamplingConfig {
         temperature: 0.0,
         max_new_tokens: config.demo.predict_max_new_tokens,

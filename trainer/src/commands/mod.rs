@@ -11,17 +11,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dfdx::prelude::Cpu;
 #[cfg(feature = "execute")]
 use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
 use swerve_host::{HostConfig, PluginSpec};
 
 use crate::checkpoint::{self, RunState};
 use crate::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
+use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
-use crate::model::CausalLm;
+use crate::model::{AdamW, CausalLm, Kernels};
 use crate::predict::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
 use crate::predict::{PredictSettings, predict};
 use crate::report::metrics_log::{self, ReportTo, StepMetrics};
@@ -29,6 +29,7 @@ use crate::report::plot;
 use crate::tokenizer::Tokenizer;
 use crate::train::RunOutput;
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
+use crate::train::plan;
 use crate::train::rewards::{Executor, PluginRewards};
 use crate::train::sft_loop::{SftConfig, SftTrainer};
 use swerve_swebench::{Instance, Prediction};
@@ -240,14 +241,25 @@ pub struct GrpoCommand {
     pub reward_jobs: usize,
     /// Run each completion's patch before scoring (`--execute`).
     pub execute: Option<ExecuteSpec>,
+    /// Where the model trains.
+    pub device: DeviceSpec,
+    /// Start even when the memory plan exceeds the device's memory.
+    pub force: bool,
 }
 
-/// Runs `trainer grpo`; returns the final checkpoint.
+/// Runs `trainer grpo` on its device; returns the final checkpoint.
 pub fn run_grpo(
     cmd: &GrpoCommand,
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
-    let dev = Cpu::default();
+    crate::on_device!(cmd.device, |dev| grpo_on(cmd, dev, on_step))
+}
+
+fn grpo_on<D: Kernels<f32>>(
+    cmd: &GrpoCommand,
+    dev: &D,
+    on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+) -> Result<PathBuf> {
     let tokenizer_path = model_dir(&cmd.source.model)?.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.source.model)?;
@@ -258,8 +270,23 @@ pub fn run_grpo(
         plugin_host_config(),
         cmd.reward_jobs,
     )?;
-    let initial = CausalLm::<f32, Cpu>::load(&cmd.source.model, &dev)?;
-    let (policy, resume) = resume_from(cmd.source.resume.as_deref(), &initial, &dev)?;
+    // The frozen reference (the initial weights) only when β > 0, as TRL loads a reference
+    // model only then; no copy of the initial weights otherwise.
+    let keep_reference = cmd.config.beta > 0.0;
+    let (policy, reference, resume) = match cmd.source.resume.as_deref() {
+        None => {
+            let initial = CausalLm::<f32, D>::load(&cmd.source.model, dev)?;
+            let reference = keep_reference.then(|| initial.clone());
+            (initial, reference, None)
+        }
+        Some(dir) => {
+            let (policy, resume) = resume_checkpoint(dir, dev)?;
+            let reference = keep_reference
+                .then(|| CausalLm::<f32, D>::load(&cmd.source.model, dev))
+                .transpose()?;
+            (policy, reference, Some(resume))
+        }
+    };
     let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
     let executor = cmd.execute.as_ref().map(start_executor).transpose()?;
     let mut trainer = GrpoTrainer::new(
@@ -272,9 +299,10 @@ pub fn run_grpo(
             executor: executor.as_deref(),
         },
         policy,
-        &initial,
+        reference,
         resume,
     )?;
+    plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?;
     let mut output = RunOutput::in_dir(
         &cmd.output.dir,
         resumed_at,
@@ -313,14 +341,25 @@ pub struct SftCommand {
     pub config: SftConfig,
     /// Outputs.
     pub output: OutputSpec,
+    /// Where the model trains.
+    pub device: DeviceSpec,
+    /// Start even when the memory plan exceeds the device's memory.
+    pub force: bool,
 }
 
-/// Runs `trainer sft`; returns the final checkpoint.
+/// Runs `trainer sft` on its device; returns the final checkpoint.
 pub fn run_sft(
     cmd: &SftCommand,
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
-    let dev = Cpu::default();
+    crate::on_device!(cmd.device, |dev| sft_on(cmd, dev, on_step))
+}
+
+fn sft_on<D: Kernels<f32>>(
+    cmd: &SftCommand,
+    dev: &D,
+    on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+) -> Result<PathBuf> {
     let tokenizer_path = model_dir(&cmd.source.model)?.join("tokenizer.json");
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let examples = match &cmd.data {
@@ -330,10 +369,16 @@ pub fn run_sft(
             &Prompter::for_model(*style, &cmd.source.model)?,
         )?,
     };
-    let initial = CausalLm::<f32, Cpu>::load(&cmd.source.model, &dev)?;
-    let (model, resume) = resume_from(cmd.source.resume.as_deref(), &initial, &dev)?;
+    let (model, resume) = match cmd.source.resume.as_deref() {
+        None => (CausalLm::<f32, D>::load(&cmd.source.model, dev)?, None),
+        Some(dir) => {
+            let (model, resume) = resume_checkpoint(dir, dev)?;
+            (model, Some(resume))
+        }
+    };
     let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
     let mut trainer = SftTrainer::new(cmd.config.clone(), &examples, &tokenizer, model, resume)?;
+    plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?;
     let mut output = RunOutput::in_dir(
         &cmd.output.dir,
         resumed_at,
@@ -352,20 +397,16 @@ pub fn run_sft(
     Ok(output.checkpoint_path(trainer.state.step))
 }
 
-type Resume = Option<(crate::model::AdamW<f32, Cpu>, RunState)>;
+/// What a run continues with besides its model: the optimiser and the run's state.
+type Resume<D> = (AdamW<f32, D>, RunState);
 
-fn resume_from(
-    checkpoint: Option<&Path>,
-    initial: &CausalLm<f32, Cpu>,
-    dev: &Cpu,
-) -> Result<(CausalLm<f32, Cpu>, Resume)> {
-    match checkpoint {
-        Some(dir) => {
-            let (model, optimizer, run) = checkpoint::load_resumable(model_dir(dir)?, dev)?;
-            Ok((model, Some((optimizer, run))))
-        }
-        None => Ok((initial.clone(), None)),
-    }
+/// A run's model, optimiser and state from one of its checkpoints (`--resume`).
+fn resume_checkpoint<D: Kernels<f32>>(
+    dir: &Path,
+    dev: &D,
+) -> Result<(CausalLm<f32, D>, Resume<D>)> {
+    let (model, optimizer, run) = checkpoint::load_resumable(model_dir(dir)?, dev)?;
+    Ok((model, (optimizer, run)))
 }
 
 /// `trainer predict`.
@@ -385,6 +426,8 @@ pub struct PredictCommand {
     pub output: PathBuf,
     /// Build each row's context from its repository (rows without `code_context`).
     pub retrieval: Option<RetrievalSpec>,
+    /// Where the model runs.
+    pub device: DeviceSpec,
 }
 
 /// `trainer predict --retriever …`: where repositories are and how files are chosen.
@@ -420,10 +463,17 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
 /// Runs `trainer predict`; returns the mean SWE-RL reward of the completions. `on_batch` sees
 /// the tasks done and the total after every generation batch.
 pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize)) -> Result<f64> {
-    let dev = Cpu::default();
+    crate::on_device!(cmd.device, |dev| predict_on(cmd, dev, on_batch))
+}
+
+fn predict_on<D: Kernels<f32>>(
+    cmd: &PredictCommand,
+    dev: &D,
+    on_batch: &mut dyn FnMut(usize, usize),
+) -> Result<f64> {
     let tokenizer = Tokenizer::from_file(&model_dir(&cmd.model)?.join("tokenizer.json"))?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
-    let model = CausalLm::<f32, Cpu>::load(&cmd.model, &dev)?;
+    let model = CausalLm::<f32, D>::load(&cmd.model, dev)?;
     let mut tasks = read_tasks(&cmd.dataset, TEST_SPLIT)?;
     let sampling = SamplingConfig {
         eos_token_ids: model.config.eos_token_ids.clone(),

@@ -14,6 +14,7 @@
 //! - no `concat_along` on the training path (the KV cache concatenates, but only without a tape);
 //! - a tensor used twice is reused through `retaped`, so each use adds into the same gradient.
 
+use std::rc::Rc;
 use std::sync::Arc;
 
 use dfdx::prelude::*;
@@ -23,10 +24,11 @@ use super::kernels::{
     AttentionContext, AttentionMask, BlockShape, DecodeInput, HostKv, HostWeights, KernelMode,
     Kernels, KvPair,
 };
-use super::params::{LayerParams, ModelParams};
+use super::params::{LayerParams, Matrix, ModelParams, Param, ParamRef};
+use super::recompute::{self, Recompute, RowBlock};
 use crate::error::{Error, Result};
 
-type T2<E, D, T> = Tensor<(usize, usize), E, D, T>;
+type T2<E, D, T = NoneTape> = Tensor<(usize, usize), E, D, T>;
 type T3<E, D, T = NoneTape> = Tensor<(usize, usize, usize), E, D, T>;
 type T4<E, D, T = NoneTape> = Tensor<(usize, usize, usize, usize), E, D, T>;
 
@@ -40,7 +42,18 @@ pub struct CausalLm<E: Dtype, D: Device<E>> {
     /// Which implementation of the blocks runs ([`KernelMode::Fused`] unless a test asks for
     /// the reference).
     pub kernels: KernelMode,
+    /// Recompute each decoder layer in the backward pass instead of keeping its activations
+    /// (TRL's `gradient_checkpointing`; [`recompute::checkpoint`]).
+    pub gradient_checkpointing: bool,
+    /// Rows of the LM head and log-softmax computed at once with gradients (each chunk
+    /// recomputed in the backward pass, [`recompute::chunked`]); 0 chooses
+    /// [`LOGITS_CHUNK_ELEMENTS`]` / vocab`, and a batch that fits one chunk runs unchunked.
+    pub logits_chunk_rows: usize,
 }
+
+/// Logits held at once by the chunked LM head when [`CausalLm::logits_chunk_rows`] is 0:
+/// 2²⁴ (64 MiB in f32).
+pub const LOGITS_CHUNK_ELEMENTS: usize = 1 << 24;
 
 /// A batch of token sequences padded to one length, row-major `[rows, cols]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,6 +177,8 @@ impl<E: Dtype, D: Device<E>> CausalLm<E, D> {
             config,
             params,
             kernels: KernelMode::Fused,
+            gradient_checkpointing: false,
+            logits_chunk_rows: 0,
         }
     }
 }
@@ -236,7 +251,7 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
         // Logits at positions start-1 .. s-2 predict the tokens at start .. s-1.
         let positions: Vec<usize> = (0..b).flat_map(|_| start - 1..s - 1).collect();
         let picked: T3<E, D, T> = hidden.gather(dev.tensor_from_vec(positions, (b, c)));
-        let logits = self.lm_head(picked.reshape_like(&(b * c, d)));
+        let picked = picked.reshape_like(&(b * c, d));
         let targets: Vec<usize> = (0..b)
             .flat_map(|row| {
                 batch.ids[row * s + start..(row + 1) * s]
@@ -249,10 +264,26 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
                 reason: format!("token id {bad} is outside the vocabulary"),
             });
         }
-        let (logps, entropy) = D::token_logps(logits, &targets, temperature, self.kernels);
+        let chunk = self.logits_chunk_rows();
+        if b * c <= chunk {
+            let logits = self.lm_head(picked);
+            let (logps, entropy) = D::token_logps(logits, &targets, temperature, self.kernels);
+            return Ok(TokenLogps {
+                logps: logps.reshape_like(&(b, c)),
+                entropy: entropy.reshape_like(&(b, c)),
+            });
+        }
+        let block = HeadLogps {
+            head: self.head_weight().clone(),
+            targets: Rc::new(targets),
+            range: (0, b * c),
+            temperature,
+            mode: self.kernels,
+        };
+        let (logps, entropy) = recompute::chunked(picked, chunk, block, 1);
         Ok(TokenLogps {
             logps: logps.reshape_like(&(b, c)),
-            entropy: entropy.reshape_like(&(b, c)),
+            entropy: dev.tensor_from_vec(entropy, (b, c)),
         })
     }
 
@@ -323,12 +354,34 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
         Ok(self.lm_head(last_hidden))
     }
 
+    /// The rows the LM head computes at once with gradients (see
+    /// [`CausalLm::logits_chunk_rows`]).
+    pub fn logits_chunk_rows(&self) -> usize {
+        match self.logits_chunk_rows {
+            0 => (LOGITS_CHUNK_ELEMENTS / self.config.vocab_size).max(1),
+            n => n,
+        }
+    }
+
     /// Embeds the batch and runs all layers and the final norm: `[rows·cols, hidden]`.
     fn hidden_states<T: Tape<E, D>>(&self, embed: T2<E, D, T>, batch: &TokenBatch) -> T2<E, D, T> {
         let ctx = self.context(batch.rows, batch.cols, 0, &batch.mask);
         let mut x = self.embed(embed, batch);
-        for layer in &self.params.layers {
-            x = self.layer(x, layer, &ctx, None, false).0;
+        if T::OWNS_TAPE && self.gradient_checkpointing {
+            let ctx = Rc::new(ctx);
+            for layer in &self.params.layers {
+                let block = DecoderLayer {
+                    layer: layer.clone(),
+                    ctx: Rc::clone(&ctx),
+                    shape: self.block_shape(),
+                    mode: self.kernels,
+                };
+                x = recompute::checkpoint(x, block);
+            }
+        } else {
+            for layer in &self.params.layers {
+                x = self.layer(x, layer, &ctx, None, false).0;
+            }
         }
         D::rms_norm(x, &self.params.norm, self.config.rms_norm_eps, self.kernels)
     }
@@ -430,6 +483,90 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
 
 fn scalar<E: Dtype>(x: f64) -> E {
     E::from_f64(x).expect("model constants are finite")
+}
+
+/// One decoder layer as a block that [`recompute::checkpoint`] can run again.
+struct DecoderLayer<E: Dtype, D: Device<E>> {
+    layer: LayerParams<E, D>,
+    ctx: Rc<AttentionContext<E, D>>,
+    shape: BlockShape,
+    mode: KernelMode,
+}
+
+impl<E: Dtype, D: Kernels<E>> Recompute<E, D> for DecoderLayer<E, D> {
+    fn forward<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> T2<E, D, T> {
+        let (layer, shape, mode) = (&self.layer, self.shape, self.mode);
+        let (x, _) = D::attention_block(x, layer, &self.ctx, None, false, shape, mode);
+        D::mlp_block(x, layer, shape.eps, mode)
+    }
+
+    fn params(&self) -> Vec<ParamRef<'_, E, D>> {
+        let l = &self.layer;
+        let mut out = vec![
+            Param::Vector(&l.input_layernorm),
+            Param::Vector(&l.post_attention_layernorm),
+            Param::Matrix(&l.gate_proj),
+            Param::Matrix(&l.up_proj),
+            Param::Matrix(&l.down_proj),
+        ];
+        for lin in [&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj] {
+            out.push(Param::Matrix(&lin.weight));
+            out.extend(lin.bias.as_ref().map(Param::Vector));
+        }
+        out
+    }
+}
+
+/// The LM head and the log-probabilities of the target tokens of rows `range` of the
+/// completion positions, as a row block of [`recompute::chunked`].
+struct HeadLogps<E: Dtype, D: Device<E>> {
+    head: Matrix<E, D>,
+    /// The target of every row of the whole input.
+    targets: Rc<Vec<usize>>,
+    range: (usize, usize),
+    temperature: f64,
+    mode: KernelMode,
+}
+
+impl<E: Dtype, D: Kernels<E>> HeadLogps<E, D> {
+    fn run<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> (T2<E, D, T>, T2<E, D>) {
+        let (start, end) = self.range;
+        let logits = D::linear(x, &self.head, None, None, self.mode);
+        let targets = &self.targets[start..end];
+        let (logps, entropy) = D::token_logps(logits, targets, self.temperature, self.mode);
+        let rows = end - start;
+        (
+            logps.reshape_like(&(rows, 1)),
+            entropy.reshape_like(&(rows, 1)),
+        )
+    }
+}
+
+impl<E: Dtype, D: Kernels<E>> Recompute<E, D> for HeadLogps<E, D> {
+    fn forward<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> T2<E, D, T> {
+        self.run(x).0
+    }
+
+    fn params(&self) -> Vec<ParamRef<'_, E, D>> {
+        vec![Param::Matrix(&self.head)]
+    }
+}
+
+impl<E: Dtype, D: Kernels<E>> RowBlock<E, D> for HeadLogps<E, D> {
+    fn with_range(&self, start: usize, end: usize) -> Self {
+        Self {
+            head: self.head.clone(),
+            targets: Rc::clone(&self.targets),
+            range: (start, end),
+            temperature: self.temperature,
+            mode: self.mode,
+        }
+    }
+
+    fn forward_aux(&self, x: T2<E, D>) -> (T2<E, D>, Vec<E>) {
+        let (logps, entropy) = self.run(x);
+        (logps, entropy.as_vec())
+    }
 }
 
 /// Op-level building blocks exposed for gradient tests.

@@ -10,10 +10,11 @@ pub mod config;
 pub mod forward;
 pub mod kernels;
 pub mod params;
+pub mod recompute;
 pub mod safetensors_io;
 
 pub use config::{Family, ModelConfig};
-pub use forward::{CausalLm, KvCache, TokenBatch, TokenLogps};
+pub use forward::{CausalLm, KvCache, LOGITS_CHUNK_ELEMENTS, TokenBatch, TokenLogps};
 pub use kernels::{KernelMode, Kernels};
 pub use params::{AdamW, AdamWConfig, LayerParams, Linear, ModelParams, Param, StepStats};
 

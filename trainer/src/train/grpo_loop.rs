@@ -28,6 +28,7 @@ use swerve_host::{Execution, Sample};
 
 use crate::checkpoint::RunState;
 use crate::data::Prompter;
+use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
 use crate::grpo::advantages::TRL_STD_EPS;
@@ -41,6 +42,7 @@ use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
 use crate::train::batch::{Packed, pack};
 use crate::train::grpo_objective::{MicroBatch, ObjectiveSums, grpo_loss};
+use crate::train::plan::PlanInputs;
 use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
 use crate::train::schedule::Schedule;
 use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
@@ -153,17 +155,33 @@ pub struct GrpoTrainer<'a, D: Kernels<f32>> {
 
 impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// Prepares a run of `policy` (with a fresh optimiser, or the `resume` optimiser and state
-    /// of a checkpoint). The frozen reference is a copy of `initial`, the weights the run
-    /// started from, and is kept only when β > 0.
+    /// of a checkpoint). `reference` is the frozen reference, the weights the run started
+    /// from: needed when β > 0 (an error without it), dropped unused when β = 0, where TRL
+    /// loads no reference model either (pass `None` then, so that no copy is ever made).
     pub fn new(
         config: GrpoConfig,
         inputs: GrpoInputs<'a>,
-        policy: CausalLm<f32, D>,
-        initial: &CausalLm<f32, D>,
+        mut policy: CausalLm<f32, D>,
+        reference: Option<CausalLm<f32, D>>,
         resume: Option<(AdamW<f32, D>, RunState)>,
     ) -> Result<Self> {
         config.validate().map_err(Error::GrpoConfig)?;
         check_supported(&config)?;
+        policy.gradient_checkpointing = config.gradient_checkpointing;
+        if config.bf16 {
+            tracing::warn!(
+                "bf16 = true: dfdx 0.13 has no bf16 arithmetic, so training runs in f32 \
+                 (set bf16 = false to silence this)"
+            );
+        }
+        if config.beta > 0.0 && reference.is_none() {
+            return Err(Error::Training {
+                reason: format!(
+                    "beta = {} needs the reference model (the initial weights)",
+                    config.beta
+                ),
+            });
+        }
         if inputs.tasks.is_empty() {
             return Err(Error::Training {
                 reason: "no tasks to train on".into(),
@@ -218,7 +236,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             state.total_steps as usize,
         );
         let pad = pad_token(&policy);
-        let reference = (config.beta > 0.0).then(|| initial.clone());
+        let reference = reference.filter(|_| config.beta > 0.0);
         Ok(Self {
             config,
             inputs,
@@ -237,6 +255,25 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// The settings in force.
     pub fn config(&self) -> &GrpoConfig {
         &self.config
+    }
+
+    /// What this run will hold on `device`, for its memory plan: micro-batches of the longest
+    /// prompt and a full-length completion, and whole generation batches.
+    pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
+        let prompt = self.prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let completion = self.config.max_completion_length;
+        PlanInputs {
+            model: self.policy.config.clone(),
+            device,
+            kernels: self.policy.kernels,
+            rows: self.config.per_device_train_batch_size,
+            seq: prompt + completion,
+            completion,
+            gradient_checkpointing: self.policy.gradient_checkpointing,
+            logits_chunk_rows: self.policy.logits_chunk_rows,
+            reference: self.reference.is_some(),
+            generation: Some((self.config.generation_batch_size(), prompt + completion)),
+        }
     }
 
     /// Whether every planned step has been taken.

@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod grpo_loop;
 pub mod grpo_objective;
+pub mod plan;
 pub mod rewards;
 pub mod schedule;
 pub mod sft_loop;

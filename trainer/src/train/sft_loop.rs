@@ -16,12 +16,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::RunState;
 use crate::data::SftExample;
+use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::grpo::config::LrSchedulerType;
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
 use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
 use crate::train::batch::pack;
+use crate::train::plan::PlanInputs;
 use crate::train::schedule::Schedule;
 use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 
@@ -62,6 +64,9 @@ pub struct SftConfig {
     pub max_length: usize,
     /// Seed of the example order. Default 42.
     pub seed: u64,
+    /// Recompute each decoder layer's activations in the backward pass instead of keeping
+    /// them (TRL's key and default: true). Gradients are the same either way.
+    pub gradient_checkpointing: bool,
 }
 
 impl Default for SftConfig {
@@ -82,6 +87,7 @@ impl Default for SftConfig {
             gradient_accumulation_steps: 1,
             max_length: 1024,
             seed: 42,
+            gradient_checkpointing: true,
         }
     }
 }
@@ -162,10 +168,11 @@ impl<D: Kernels<f32>> SftTrainer<D> {
         config: SftConfig,
         examples: &[SftExample],
         tokenizer: &Tokenizer,
-        model: CausalLm<f32, D>,
+        mut model: CausalLm<f32, D>,
         resume: Option<(AdamW<f32, D>, RunState)>,
     ) -> Result<Self> {
         config.validate()?;
+        model.gradient_checkpointing = config.gradient_checkpointing;
         if examples.is_empty() {
             return Err(Error::Training {
                 reason: "no SFT examples".into(),
@@ -239,6 +246,29 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             state,
             schedule,
         })
+    }
+
+    /// What this run will hold on `device`, for its memory plan: micro-batches of the longest
+    /// example, all of it counted as completion (the worst case).
+    pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
+        let longest = self
+            .examples
+            .iter()
+            .map(|(p, c)| p.len() + c.len())
+            .max()
+            .unwrap_or(0);
+        PlanInputs {
+            model: self.model.config.clone(),
+            device,
+            kernels: self.model.kernels,
+            rows: self.config.per_device_train_batch_size,
+            seq: longest,
+            completion: longest.saturating_sub(1),
+            gradient_checkpointing: self.model.gradient_checkpointing,
+            logits_chunk_rows: self.model.logits_chunk_rows,
+            reference: false,
+            generation: None,
+        }
     }
 
     /// Whether every planned step has been taken.

@@ -85,3 +85,68 @@ fn errors_name_what_is_wrong() {
         .collect();
     insta::assert_snapshot!(text.join("\n"));
 }
+
+/// `trainer plan` prints the memory plan of a run, and a model is refused on a device this
+/// build cannot use, with the way to get one that can.
+#[test]
+fn plan_and_device() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2");
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture.to_str().unwrap();
+    let plan = run(
+        trainer(),
+        &[
+            "plan",
+            "--model",
+            model,
+            "--set",
+            "gradient_checkpointing=false",
+        ],
+        dir.path(),
+    );
+    assert!(plan.contains("exit 0"), "{plan}");
+    for item in [
+        "weights",
+        "optimizer (AdamW moments)",
+        "activations",
+        "generation KV cache",
+    ] {
+        assert!(plan.contains(item), "{item} in {plan}");
+    }
+    assert!(plan.contains("gradient checkpointing off"), "{plan}");
+    let sft = run(
+        trainer(),
+        &["plan", "--model", model, "--kind", "sft", "--device", "cpu"],
+        dir.path(),
+    );
+    assert!(!sft.contains("generation KV cache"), "{sft}");
+    let cuda = run(
+        trainer(),
+        &[
+            "sft",
+            "--model",
+            model,
+            "--data",
+            "none.jsonl",
+            "--output",
+            "out",
+            "--device",
+            "cuda:1",
+        ],
+        dir.path(),
+    );
+    if cfg!(feature = "cuda") {
+        return;
+    }
+    assert!(cuda.contains("exit 1") || cuda.contains("exit 2"), "{cuda}");
+    assert!(
+        cuda.contains("device cuda:1") && cuda.contains("`cuda` feature"),
+        "{cuda}"
+    );
+    let bad = run(
+        trainer(),
+        &["plan", "--model", model, "--device", "tpu"],
+        dir.path(),
+    );
+    assert!(bad.contains("unknown device `tpu`"), "{bad}");
+}

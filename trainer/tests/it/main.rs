@@ -7,6 +7,7 @@ mod grpo_worked_example;
 mod model_gradcheck;
 mod model_kernels;
 mod model_logits;
+mod model_memory;
 mod model_optim;
 mod relocatable;
 mod tokenizer_asset;

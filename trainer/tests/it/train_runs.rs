@@ -124,7 +124,7 @@ fn grpo_run(
             executor: None,
         },
         policy,
-        &initial,
+        (config.beta > 0.0).then(|| initial.clone()),
         resumed,
     )
     .unwrap();
@@ -279,8 +279,8 @@ fn every_completion_is_executed_before_it_is_scored() {
             rewards: &rewards,
             executor: Some(&executor),
         },
-        initial.clone(),
-        &initial,
+        initial,
+        None,
         None,
     )
     .unwrap();

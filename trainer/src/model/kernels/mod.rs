@@ -338,6 +338,10 @@ pub trait Kernels<E: Dtype>: Device<E> {
         reference::adamw_update(p, grads, m, v, h)
     }
 
+    /// Frees the buffer of `t`'s gradient in `grads` where the device can (the CPU), once no one
+    /// reads it again; elsewhere the buffer stays until the store is dropped.
+    fn release_grad<S: Shape>(_grads: &mut Gradients<E, Self>, _t: &Tensor<S, E, Self>) {}
+
     /// Host copies of the weights for a generation, when this device runs generation's cached
     /// forward on host buffers ([`Self::decode`]: the fused CPU kernels); `None` elsewhere.
     fn host_weights(_params: &ModelParams<E, Self>, _mode: KernelMode) -> Option<HostWeights<E>> {
@@ -526,6 +530,12 @@ macro_rules! cpu_kernels {
                 match mode {
                     KernelMode::Fused => cpu::token_logps(logits, targets, temperature),
                     KernelMode::Reference => reference::token_logps(logits, targets, temperature),
+                }
+            }
+
+            fn release_grad<S: Shape>(grads: &mut Gradients<$f, Self>, t: &Tensor<S, $f, Self>) {
+                if let Ok(g) = grads.get_or_alloc_mut(t) {
+                    drop(std::mem::take(&mut **g));
                 }
             }
 
