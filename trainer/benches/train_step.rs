@@ -37,8 +37,12 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use dfdx::prelude::*;
 use serde_json::{Value, json};
+use swerve_trainer::device::DeviceSpec;
 use swerve_trainer::generate::{SamplingConfig, generate};
-use swerve_trainer::model::{AdamW, AdamWConfig, CausalLm, ModelConfig, ModelParams, TokenBatch};
+use swerve_trainer::model::{
+    AdamW, AdamWConfig, CausalLm, KernelMode, ModelConfig, ModelParams, TokenBatch,
+};
+use swerve_trainer::train::plan::PlanInputs;
 
 /// Trainer throughput benchmark (see the file's documentation)
 #[derive(Debug, Parser)]
@@ -67,6 +71,21 @@ struct Args {
     /// documentation) instead of the training step
     #[arg(long)]
     decode: bool,
+    /// Peak memory and step time of the training step with each memory change on and off
+    /// (gradient checkpointing, the chunked LM head) on the fused and the reference kernels,
+    /// beside the memory plan's estimate (`swerve_trainer::train::plan`)
+    #[arg(long)]
+    memory: bool,
+    /// Internal: with `--case`, recompute layers in the backward pass
+    #[arg(long, hide = true)]
+    checkpointing: bool,
+    /// Internal: with `--case`, rows of the LM head at once (0: the model's default)
+    #[arg(long, hide = true, default_value_t = 0)]
+    chunk_rows: usize,
+    /// Internal: with `--case`, dfdx's own operations (what CUDA runs) instead of the fused
+    /// kernels
+    #[arg(long, hide = true)]
+    reference: bool,
     /// Internal: run one case in this process and print its JSON (`name`)
     #[arg(long, hide = true)]
     case: Option<String>,
@@ -127,7 +146,7 @@ fn main() -> anyhow::Result<()> {
         let config = crate_dir.join(case.config);
         let result = match args.gen_only {
             Some((rows, tokens)) => run_generation(&case, &config, rows, tokens)?,
-            None => run_case(&case, &config, args.steps)?,
+            None => run_case(&case, &config, &args)?,
         };
         println!("{result}");
         return Ok(());
@@ -135,6 +154,9 @@ fn main() -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find the benchmark binary")?;
     if args.decode {
         return decode_grid(&args, &exe, crate_dir);
+    }
+    if args.memory {
+        return memory_table(&args, &exe);
     }
     // (case, implementation) → one result per round, in order of first appearance.
     let mut rows: Vec<(&str, String, Vec<Value>)> = Vec::new();
@@ -440,12 +462,18 @@ fn run_child(mut cmd: Command) -> anyhow::Result<Value> {
 }
 
 /// Times the training step and generation of `case` in this process.
-fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Value> {
+fn run_case(case: &Case, config_path: &Path, args: &Args) -> anyhow::Result<Value> {
+    let steps = args.steps;
     let dev = Cpu::default();
     let config = ModelConfig::from_file(config_path)?;
     let params = ModelParams::<f32, Cpu>::random(&config, &dev, 0, 0.02);
     let num_params = params.num_parameters();
     let mut model = CausalLm::new(config.clone(), params);
+    model.gradient_checkpointing = args.checkpointing;
+    model.logits_chunk_rows = args.chunk_rows;
+    if args.reference {
+        model.kernels = KernelMode::Reference;
+    }
     let mut opt = AdamW::new(AdamWConfig::default());
 
     let (b, s, c) = (case.batch, case.seq, case.completion);
@@ -482,6 +510,27 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
         v[v.len() / 2]
     };
     let step_s = median(0);
+    let train_peak = peak_rss_mib();
+    let plan = PlanInputs {
+        model: config.clone(),
+        device: DeviceSpec::Cpu,
+        kernels: model.kernels,
+        rows: b,
+        seq: s,
+        completion: c,
+        gradient_checkpointing: model.gradient_checkpointing,
+        logits_chunk_rows: model.logits_chunk_rows,
+        reference: false,
+        generation: None,
+    }
+    .plan();
+    if args.memory {
+        return Ok(json!({
+            "step_s": step_s,
+            "train_peak_rss_mib": train_peak,
+            "plan_mib": plan.peak as f64 / (1u64 << 20) as f64,
+        }));
+    }
 
     let prompts: Vec<Vec<u32>> = (0..b)
         .map(|_| (0..case.gen_prompt).map(|_| next_token()).collect())
@@ -504,8 +553,75 @@ fn run_case(case: &Case, config_path: &Path, steps: usize) -> anyhow::Result<Val
         "train_tok_s": (b * s) as f64 / step_s,
         "gen_s": gen_s,
         "gen_tok_s": gen_tok_s,
+        "train_peak_rss_mib": train_peak,
+        "plan_train_mib": plan.peak as f64 / (1u64 << 20) as f64,
         "peak_rss_mib": peak_rss_mib(),
     }))
+}
+
+/// `--memory`: per case, the training step with each memory change on and off, on both kernel
+/// paths; one child process per run, so that each peak is its own.
+fn memory_table(args: &Args, exe: &Path) -> anyhow::Result<()> {
+    println!(
+        "| case | kernels | gradient checkpointing | LM head | step s | peak RSS MiB | plan MiB | plan / measured |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for case in CASES
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
+    {
+        let rows = case.batch * case.completion;
+        let chunk = (rows / 8).max(1);
+        for reference in [false, true] {
+            for (checkpointing, chunked) in
+                [(false, false), (true, false), (false, true), (true, true)]
+            {
+                let mut child = Command::new(exe);
+                child
+                    .args([
+                        "--case",
+                        case.name,
+                        "--steps",
+                        &args.steps.to_string(),
+                        "--memory",
+                    ])
+                    .args([
+                        "--chunk-rows",
+                        &(if chunked { chunk } else { rows }).to_string(),
+                    ])
+                    .env("RAYON_NUM_THREADS", args.threads.to_string());
+                if checkpointing {
+                    child.arg("--checkpointing");
+                }
+                if reference {
+                    child.arg("--reference");
+                }
+                let r = run_child(child)?;
+                let (measured, plan) = (
+                    r["train_peak_rss_mib"].as_f64().unwrap_or(f64::NAN),
+                    r["plan_mib"].as_f64().unwrap_or(f64::NAN),
+                );
+                println!(
+                    "| {} | {} | {} | {} | {:.3} | {measured:.0} | {plan:.0} | {:.2} |",
+                    case.name,
+                    if reference {
+                        "reference (CUDA's)"
+                    } else {
+                        "fused"
+                    },
+                    if checkpointing { "on" } else { "off" },
+                    if chunked {
+                        format!("chunks of {chunk} rows")
+                    } else {
+                        "whole".into()
+                    },
+                    r["step_s"].as_f64().unwrap_or(f64::NAN),
+                    plan / measured,
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 fn rayon_threads() -> Option<usize> {
