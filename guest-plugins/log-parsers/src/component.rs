@@ -1,6 +1,7 @@
-//! The `swebench-parsers` evaluator component: every parser of this crate behind the
-//! `swerve:plugin/evaluator` world, chosen by the context's `parser` (a dataset row's
-//! `log_parser`) or else by its `repo`.
+//! The `swebench-parsers` evaluator component: every parser of this crate (all 57 names of
+//! SWE-bench 5.0.2) behind the `swerve:plugin/evaluator` world, chosen by the context's `parser`
+//! (a dataset row's `log_parser`) or else by its `repo`. A parse that raises upstream is an
+//! `Err` naming the exception.
 
 use swerve_plugin_kit::evaluator::{LogContext, PluginInfo, TestResult, TestStatus};
 
@@ -14,7 +15,7 @@ impl swerve_plugin_kit::EvaluatorPlugin for SwebenchParsers {
             name: "swebench-parsers".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             description:
-                "SWE-bench 5 log parsers for Python repositories (pytest, django, sympy, ...)"
+                "SWE-bench 5 log parsers for every language (pytest, jest, gotest, cargo, ...)"
                     .into(),
         }
     }
@@ -35,7 +36,8 @@ impl swerve_plugin_kit::EvaluatorPlugin for SwebenchParsers {
             version: context.version.clone(),
         };
         Ok(parser
-            .parse(log, &ctx)
+            .try_parse(log, &ctx)
+            .map_err(|err| format!("{}: {err}", parser.name()))?
             .iter()
             .map(|(name, status)| TestResult {
                 name: name.to_owned(),

@@ -28,6 +28,70 @@ pub(crate) fn strip(s: &str) -> &str {
     s.trim_matches(is_space)
 }
 
+/// CPython's `s.rstrip()` with no argument.
+pub(crate) fn rstrip(s: &str) -> &str {
+    s.trim_end_matches(is_space)
+}
+
+/// `len(s) - len(s.lstrip())`: how many whitespace characters (code points, not bytes) `s`
+/// starts with; the JavaScript parsers read a line's indentation this way.
+pub(crate) fn indent(s: &str) -> usize {
+    s.chars().take_while(|&c| is_space(c)).count()
+}
+
+/// CPython's `float(s)` for a `str`, `None` where it raises `ValueError`: surrounding whitespace
+/// is ignored, any Unicode decimal digit counts as its ASCII digit, single underscores may
+/// separate digits (PEP 515), and `inf`, `infinity` and `nan` are accepted in any case, signed.
+pub(crate) fn float(s: &str) -> Option<f64> {
+    let ascii: String = strip(s)
+        .chars()
+        .map(|c| decimal_value(c).map_or(c, |d| char::from(b'0' + d)))
+        .collect();
+    let unsigned = ascii.strip_prefix(['+', '-']).unwrap_or(&ascii);
+    let lower = unsigned.to_ascii_lowercase();
+    if matches!(lower.as_str(), "inf" | "infinity" | "nan") {
+        return ascii.parse().ok();
+    }
+    if !is_python_float_literal(unsigned) {
+        return None;
+    }
+    ascii.replace('_', "").parse().ok()
+}
+
+/// Python's grammar for the unsigned part of a float: `digits [. [digits]] | . digits`, then an
+/// optional exponent `e [sign] digits`, where `digits` are ASCII digits with single underscores
+/// between them.
+fn is_python_float_literal(s: &str) -> bool {
+    fn digits(s: &str) -> usize {
+        let bytes = s.as_bytes();
+        let mut end = 0;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+            if end + 1 < bytes.len() && bytes[end] == b'_' && bytes[end + 1].is_ascii_digit() {
+                end += 1;
+            }
+        }
+        end
+    }
+    let int = digits(s);
+    let mut rest = &s[int..];
+    let mut mantissa = int > 0;
+    if let Some(after_dot) = rest.strip_prefix('.') {
+        let frac = digits(after_dot);
+        mantissa |= frac > 0;
+        rest = &after_dot[frac..];
+    }
+    if !mantissa {
+        return false;
+    }
+    if let Some(exponent) = rest.strip_prefix(['e', 'E']) {
+        let exponent = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+        let len = digits(exponent);
+        return len > 0 && len == exponent.len();
+    }
+    rest.is_empty()
+}
+
 /// The first piece of CPython's `s.split(sep)`: the text before the first `sep`, or all of `s`.
 pub(crate) fn before_first<'a>(s: &'a str, sep: &str) -> &'a str {
     s.split_once(sep).map_or(s, |(head, _)| head)
@@ -43,9 +107,15 @@ pub(crate) fn translate_newlines(text: &str) -> Cow<'_, str> {
 }
 
 /// Whether a string of Unicode decimal digits (what `\d` matched) has the value 0, as Python's
-/// `int()` would read it. Every `Nd` digit sits in a run of ten that starts at its zero, so a
-/// digit is 0 exactly when it is one of these code points (Unicode 14, CPython 3.11).
+/// `int()` would read it.
 pub(crate) fn digits_are_zero(digits: &str) -> bool {
+    digits.chars().all(|c| decimal_value(c) == Some(0))
+}
+
+/// The value of a Unicode decimal digit (`Nd`), as Python's `int()` and `float()` read it.
+/// Every `Nd` digit sits in a run of ten that starts at one of these zeros (Unicode 14, CPython
+/// 3.11).
+fn decimal_value(c: char) -> Option<u8> {
     const ZEROS: [u32; 66] = [
         0x30, 0x660, 0x6f0, 0x7c0, 0x966, 0x9e6, 0xa66, 0xae6, 0xb66, 0xbe6, 0xc66, 0xce6, 0xd66,
         0xde6, 0xe50, 0xed0, 0xf20, 0x1040, 0x1090, 0x17e0, 0x1810, 0x1946, 0x19d0, 0x1a80, 0x1a90,
@@ -54,7 +124,13 @@ pub(crate) fn digits_are_zero(digits: &str) -> bool {
         0x11650, 0x116c0, 0x11730, 0x118e0, 0x11950, 0x11c50, 0x11d50, 0x11da0, 0x16a60, 0x16ac0,
         0x16b50, 0x1d7ce, 0x1d7d8, 0x1d7e2, 0x1d7ec, 0x1d7f6, 0x1e140, 0x1e2f0, 0x1e950, 0x1fbf0,
     ];
-    digits.chars().all(|c| ZEROS.contains(&u32::from(c)))
+    let code = u32::from(c);
+    // The zeros are sorted: the candidate is the last zero at or below `code`.
+    let at = ZEROS.partition_point(|&zero| zero <= code).checked_sub(1)?;
+    let value = code - ZEROS[at];
+    u8::try_from(value)
+        .ok()
+        .filter(|&v| v < 10 && c.is_numeric())
 }
 
 #[cfg(test)]
