@@ -9,7 +9,7 @@
 
 use swerve_log_parsers::{
     Evaluation, FailureTier, LogContext, LogProblem, LogText, Parser, Status, StatusMap,
-    TestStatus, classify_infra_failure, evaluate_log,
+    TestStatus, classify_infra_failure, evaluate_log_with,
 };
 
 use crate::dataset::{EvalType, Instance};
@@ -124,6 +124,19 @@ pub enum GradeError {
         /// The row's `repo`.
         repo: String,
     },
+    /// The parser raised on this log, as SWE-bench's does (a malformed doctest XML report, an
+    /// unknown jekyll instance, ...): SWE-bench's evaluation of the instance ends with that
+    /// exception, and so does the grading here.
+    #[error("log parser {parser} raised on {instance_id}'s log: {source}")]
+    ParserRaised {
+        /// The instance.
+        instance_id: String,
+        /// The parser's registered name.
+        parser: &'static str,
+        /// The exception.
+        #[source]
+        source: swerve_log_parsers::ParseError,
+    },
 }
 
 /// The parser for a row: its `log_parser` name (v5), else the repository's parser (v4 rows).
@@ -144,7 +157,8 @@ pub fn parser_for(instance: &Instance) -> Result<Parser, GradeError> {
 ///
 /// `log` is the decoded text of `test_output.txt` (newlines are translated here). A null patch
 /// gives `patch_is_None: true` without looking at the log (and needs no parser); otherwise the
-/// log is evaluated ([`evaluate_log`]) and graded by [`grade_evaluation`].
+/// log is evaluated ([`evaluate_log_with`] the parser, which may raise as SWE-bench's does) and
+/// graded by [`grade_evaluation`].
 pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Grading, GradeError> {
     let text = LogText::new(log);
     if patch == PatchState::Null {
@@ -162,7 +176,14 @@ pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Gradin
         test_command: String::new(),
         version: instance.version.clone().unwrap_or_default(),
     };
-    let evaluation = evaluate_log(&text, parser, &ctx);
+    let evaluation =
+        evaluate_log_with(&text, |section| parser.try_parse(section, &ctx)).map_err(|source| {
+            GradeError::ParserRaised {
+                instance_id: instance.instance_id.clone(),
+                parser: parser.name(),
+                source,
+            }
+        })?;
     Ok(grade_evaluation(instance, &text, patch, evaluation))
 }
 

@@ -6,6 +6,7 @@ mod cli_reward;
 mod dataset_parquet;
 mod execute_docker;
 mod grade_fixtures;
+mod grade_languages;
 mod install_escapes;
 mod relocatable;
 mod run_docker;
