@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# GPU check for swerve's trainer model: CPU/GPU parity of logits, gradients and cached decoding
-# on a small GQA model, then a short AdamW training loop with tokens/s and peak GPU memory.
+# GPU check for swerve's trainer model, in stages that each report on their own (see
+# examples/gpu_parity.rs): per-op parity of every block the reference path runs, whole-model
+# logits, gradients and cached decoding against the CPU, gradient checkpointing and the chunked
+# LM head on the GPU, a GRPO step on both devices, an AdamW loop with tokens/s and MFU, and the
+# Qwen2.5-0.5B shape at micro-batches 1, 2 and 4 against the memory plan. The binary runs under a
+# 330 s limit so that a 15-minute device budget leaves room for a rerun.
 #
 # Usage (from the repository root):   trainer/scripts/gpu-check.sh [build|run|all]   (default all)
 #   build  compile examples/gpu_parity with --features cuda and copy the binary to $OUT_DIR/bin
@@ -27,7 +31,8 @@
 #   PyTorch but no Rust) gets the binary built elsewhere; LD_LIBRARY_PATH is extended with the
 #   wheel library folders found through python3 so that libnvrtc/libcublas resolve.
 # Everything is logged to $OUT_DIR/gpu-check.log. Whole run: a few minutes (build ≈ 1–2 min warm
-# cache, parity seconds, training loop 10 steps of 8×256 tokens on a ~60M-parameter model).
+# cache; on the GPU: parity stages seconds, training loop 10 steps of 8×256 tokens on a
+# ~60M-parameter model, the memory stage 9 steps of the 0.5B shape).
 set -euo pipefail
 
 MODE=${1:-all}
@@ -139,7 +144,7 @@ do_run() {
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$mem" &
     local sampler=$!
     local status=0
-    timeout 480 "$OUT_DIR/bin/gpu_parity" "$@" || status=$?
+    timeout 330 "$OUT_DIR/bin/gpu_parity" "$@" || status=$?
     kill "$sampler" 2>/dev/null || true
     wait "$sampler" 2>/dev/null || true
     echo "peak GPU memory used (whole device, MiB): $(sort -n "$mem" | tail -1)"
