@@ -18,6 +18,11 @@
 //! JSON strings of lists (as on the hub), and are written as lists. The `image` of a task
 //! repository is always SWE-bench's derived name ([`image_name`]); the Dockerfile says how that
 //! image is made, and is the caller's.
+//!
+//! Read back ([`read_tasks`]) a task folder is the row SWE-bench's `load_task` makes of it:
+//! `task.yaml`'s keys, the four files as their fields (newlines verbatim), `hints.md` as
+//! `hints_text` (empty when absent) and `tests.json`'s two lists; with its folder, which is its
+//! Dockerfile's build context and holds its `test_assets/`.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +50,14 @@ pub enum TaskRepoError {
         /// The I/O error.
         #[source]
         source: std::io::Error,
+    },
+    /// A file of a task repository could not be read or is not what SWE-bench reads.
+    #[error("task repository {}: {problem}", path.display())]
+    Read {
+        /// The file or folder.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
     },
     /// A row lacks a field every task needs, or has it in a shape SWE-bench does not read.
     #[error("{instance_id}: {problem}")]
@@ -171,6 +184,165 @@ fn test_list(row: &Map<String, Value>, field: &str) -> Result<Vec<String>, Strin
         .ok_or_else(|| format!("`{field}` is not a list of test names"))
 }
 
+/// One task of a task repository: its row and its folder.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// `tasks/<instance_id>/`: its Dockerfile's build context, and where its `test_assets/` are.
+    pub dir: PathBuf,
+    /// The SWE-bench 5 row the folder holds (see the module documentation).
+    pub row: Map<String, Value>,
+}
+
+impl Task {
+    /// The row's `instance_id` (the folder's name).
+    pub fn instance_id(&self) -> &str {
+        self.row
+            .get("instance_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// The image its Dockerfile builds: the row's `image`, else SWE-bench's derived name.
+    pub fn image(&self) -> String {
+        self.row
+            .get("image")
+            .and_then(Value::as_str)
+            .map_or_else(|| image_name(self.instance_id()), str::to_owned)
+    }
+}
+
+/// The task folders of `root` (those holding a `task.yaml`), sorted by name.
+fn task_dirs(root: &Path) -> Result<Vec<PathBuf>, TaskRepoError> {
+    let tasks = root.join("tasks");
+    let read_err = |problem: String| TaskRepoError::Read {
+        path: tasks.clone(),
+        problem,
+    };
+    let mut dirs: Vec<PathBuf> = fs_err::read_dir(&tasks)
+        .map_err(|e| read_err(format!("no tasks/ folder ({e})")))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|dir| dir.join("task.yaml").is_file())
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+/// Reads one task folder as the row SWE-bench's `load_task` makes of it.
+pub fn read_task(dir: &Path) -> Result<Task, TaskRepoError> {
+    let read = |name: &str| -> Result<String, TaskRepoError> {
+        let path = dir.join(name);
+        // Bytes as they are: CRLF inside a patch survives, as Python's newline="" keeps it.
+        fs_err::read_to_string(&path).map_err(|e| TaskRepoError::Read {
+            path,
+            problem: e.to_string(),
+        })
+    };
+    let bad = |name: &str, problem: String| TaskRepoError::Read {
+        path: dir.join(name),
+        problem,
+    };
+    let meta: Value = serde_saphyr::from_str(&read("task.yaml")?)
+        .map_err(|e| bad("task.yaml", format!("not YAML: {e}")))?;
+    let Value::Object(mut row) = meta else {
+        return Err(bad("task.yaml", "not a mapping of keys".into()));
+    };
+    for (field, file) in AS_FILES {
+        row.insert(field.into(), read(file)?.into());
+    }
+    let hints = if dir.join("hints.md").is_file() {
+        read("hints.md")?
+    } else {
+        String::new()
+    };
+    row.insert("hints_text".into(), hints.into());
+    let tests: Value = serde_json::from_str(&read("tests.json")?)
+        .map_err(|e| bad("tests.json", format!("not JSON: {e}")))?;
+    let Value::Object(tests) = tests else {
+        return Err(bad("tests.json", "not an object".into()));
+    };
+    row.extend(tests);
+    let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    if row.get("instance_id").and_then(Value::as_str) != folder.as_deref() {
+        return Err(bad(
+            "task.yaml",
+            format!(
+                "instance_id {} is not the folder's name",
+                row.get("instance_id").unwrap_or(&Value::Null)
+            ),
+        ));
+    }
+    Ok(Task {
+        dir: dir.to_owned(),
+        row,
+    })
+}
+
+/// The tasks a run of `root` acts on, as SWE-bench's `load_instances` picks them: the named
+/// `instance_ids` from any split (an id with no folder is an error naming it), or else every
+/// task in `split` (none is an error naming the splits there are).
+pub fn read_tasks(
+    root: &Path,
+    instance_ids: &[String],
+    split: &str,
+) -> Result<Vec<Task>, TaskRepoError> {
+    let dirs = task_dirs(root)?;
+    if !instance_ids.is_empty() {
+        let by_id = |id: &String| {
+            dirs.iter()
+                .find(|d| d.file_name().is_some_and(|n| n == id.as_str()))
+        };
+        let mut missing: Vec<&str> = instance_ids
+            .iter()
+            .filter(|id| by_id(id).is_none())
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            missing.sort_unstable();
+            return Err(TaskRepoError::Read {
+                path: root.join("tasks"),
+                problem: format!("no task folder for {}", missing.join(" ")),
+            });
+        }
+        return instance_ids
+            .iter()
+            .map(|id| read_task(by_id(id).expect("checked above")))
+            .collect();
+    }
+    let tasks = dirs
+        .iter()
+        .map(|d| read_task(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let split_of = |t: &Task| {
+        t.row
+            .get("split")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let wanted: Vec<Task> = tasks
+        .iter()
+        .filter(|t| split_of(t).as_deref() == Some(split))
+        .cloned()
+        .collect();
+    if wanted.is_empty() {
+        let mut splits: Vec<String> = tasks.iter().filter_map(split_of).collect();
+        splits.sort();
+        splits.dedup();
+        return Err(TaskRepoError::Read {
+            path: root.to_owned(),
+            problem: format!(
+                "no tasks in split `{split}`; it has: {}",
+                if splits.is_empty() {
+                    "none".to_owned()
+                } else {
+                    splits.join(" ")
+                }
+            ),
+        });
+    }
+    Ok(wanted)
+}
+
 /// `value` as YAML: keys as given (sorted by the caller), block lists and maps, multi-line
 /// strings as literal blocks.
 fn yaml(value: &impl serde::Serialize) -> Result<String, TaskRepoError> {
@@ -254,5 +426,44 @@ mod tests {
         );
         let bad = serde_json::from_str::<Map<String, Value>>(r#"{"instance_id": "../x"}"#).unwrap();
         assert!(write_task(dir.path(), &bad, "d", "test", "").is_err());
+
+        // Read back: the same row, with hints_text empty, the lists as lists and the image
+        // SWE-bench's derived name; the folder is the build context.
+        let tasks = read_tasks(dir.path(), &[], "test").unwrap();
+        assert_eq!(tasks.len(), 1);
+        let back = &tasks[0];
+        assert_eq!(back.dir, task);
+        assert_eq!(back.instance_id(), "o__r-1");
+        assert_eq!(back.image(), "swebench/sweb.eval.x86_64.o_1776_r-1:latest");
+        for field in [
+            "patch",
+            "test_patch",
+            "eval_script",
+            "problem_statement",
+            "repo",
+        ] {
+            assert_eq!(back.row[field], row[field], "{field}");
+        }
+        assert_eq!(back.row["hints_text"], "");
+        assert_eq!(back.row["FAIL_TO_PASS"], serde_json::json!(["t::a"]));
+        assert_eq!(back.row["PASS_TO_PASS"], row["PASS_TO_PASS"]);
+        assert_eq!(back.row["version"], "0.1");
+        assert_eq!(back.row["code_context"], row["code_context"]);
+        let instance =
+            crate::dataset::Instance::from_json(&Value::Object(back.row.clone()).to_string())
+                .unwrap();
+        assert_eq!(instance.fail_to_pass, ["t::a"]);
+
+        let err = read_tasks(dir.path(), &[], "dev").unwrap_err().to_string();
+        assert!(
+            err.contains("no tasks in split `dev`; it has: test"),
+            "{err}"
+        );
+        let named = read_tasks(dir.path(), &["o__r-1".to_owned()], "dev").unwrap();
+        assert_eq!(named.len(), 1, "named ids come from any split");
+        let err = read_tasks(dir.path(), &["o__r-2".into()], "test")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no task folder for o__r-2"), "{err}");
     }
 }
