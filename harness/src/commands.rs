@@ -40,10 +40,22 @@ pub struct DatasetArgs {
     /// Folder of repository bundles/clones (default: `repos/` beside the rows file).
     #[arg(long, value_name = "DIR")]
     repos: Option<PathBuf>,
+    /// A SWE-bench 5 task repository (`sweb.yaml`, `tasks/<id>/...`) to take the rows from
+    /// instead of --dataset: the tasks of --split (or those -i names, from any split), each
+    /// image built from its task folder's Dockerfile
+    #[arg(long, value_name = "DIR")]
+    task_repo: Option<PathBuf>,
 }
 
 impl DatasetArgs {
     fn resolve(&self) -> anyhow::Result<DatasetSource> {
+        if let Some(dir) = &self.task_repo {
+            return Ok(source::resolve_task_repo(
+                dir,
+                &self.split,
+                &self.instance_ids,
+            )?);
+        }
         let mut source = source::resolve(&self.dataset, &self.split, self.repos.as_deref())?;
         source.filter(&self.instance_ids)?;
         Ok(source)
@@ -422,7 +434,8 @@ pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
             .rows
             .iter()
             .map(|row| {
-                images::recipe(row, &source.environments, &source.repos_dir, &bases)
+                source
+                    .recipe(row, &bases)
                     .map(|r| r.with_stable_name(&row.instance_id))
             })
             .collect::<Result<Vec<_>, _>>()?;

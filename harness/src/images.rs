@@ -274,6 +274,14 @@ pub enum ImageRecipe {
     },
     /// The row's prebuilt image (v5), local or pulled.
     Prebuilt(String),
+    /// A SWE-bench 5 task folder's `Dockerfile`, built with the folder as context into the
+    /// row's image name (`harness run --task-repo`).
+    Dockerfile {
+        /// The image it builds.
+        image: String,
+        /// The task folder.
+        folder: PathBuf,
+    },
 }
 
 impl ImageRecipe {
@@ -283,6 +291,7 @@ impl ImageRecipe {
             ImageRecipe::Built { tag: Some(tag), .. } => tag.clone(),
             ImageRecipe::Built { instance, .. } => instance.image_name(),
             ImageRecipe::Prebuilt(name) => name.clone(),
+            ImageRecipe::Dockerfile { image, .. } => image.clone(),
         }
     }
 
@@ -295,7 +304,7 @@ impl ImageRecipe {
                 instance,
                 tag: Some(tag.unwrap_or_else(|| stable_image_name(instance_id, swebench_arch()))),
             },
-            prebuilt @ ImageRecipe::Prebuilt(_) => prebuilt,
+            other @ (ImageRecipe::Prebuilt(_) | ImageRecipe::Dockerfile { .. }) => other,
         }
     }
 }
@@ -374,7 +383,7 @@ pub fn recipe(
 /// What making one image took.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageTiming {
-    /// `base`, `env`, `instance` or `prebuilt`.
+    /// `base`, `env`, `instance`, `prebuilt` or `task` (a task folder's Dockerfile).
     pub layer: String,
     /// The image.
     pub info: ImageInfo,
@@ -499,6 +508,18 @@ pub async fn build(
                 .map_err(wrap(name.clone()))?;
             timings.push(ImageTiming {
                 layer: "prebuilt".to_owned(),
+                info,
+                elapsed: started.elapsed(),
+            });
+        }
+        ImageRecipe::Dockerfile { image, folder } => {
+            let started = Instant::now();
+            let info = sandbox
+                .ensure_dockerfile_image(image, folder)
+                .await
+                .map_err(wrap(image.clone()))?;
+            timings.push(ImageTiming {
+                layer: "task".to_owned(),
                 info,
                 elapsed: started.elapsed(),
             });

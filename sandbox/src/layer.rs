@@ -192,6 +192,27 @@ fn add_swerve_files(
 }
 
 impl Sandbox {
+    /// The image `name` built from `folder`'s `Dockerfile` with the folder as its build context
+    /// (a SWE-bench 5 task folder), if not present. The build has the engine's default network,
+    /// as the Dockerfile installs what the task needs; of the host it sees only the folder
+    /// (symbolic links go in as links, never followed).
+    pub async fn ensure_dockerfile_image(&self, name: &str, folder: &Path) -> Result<ImageInfo> {
+        self.ensure_built(name, || async {
+            let dir = temp_dir("swerve-task-")?;
+            let context_path = dir.path().join("context.tar");
+            let folder = folder.to_owned();
+            let context = tokio::task::spawn_blocking(move || {
+                let mut ctx = Context::create(context_path)?;
+                ctx.add_dir(".", &folder)?;
+                ctx.finish()
+            })
+            .await
+            .expect("the context task does not panic")?;
+            self.build_context(name, &context).await
+        })
+        .await
+    }
+
     /// The environment image for `spec`, built from its base image if not present.
     pub async fn ensure_env_image(&self, spec: &EnvSpec) -> Result<ImageInfo> {
         let name = spec.image_name();

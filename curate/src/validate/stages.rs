@@ -100,6 +100,8 @@ impl Stages<'_> {
             rows,
             environments,
             repos_dir: self.config.repos.clone(),
+            task_dirs: Default::default(),
+            task_repo: None,
         };
         let execute = ExecuteConfig {
             run_id: format!("{}-{name}", self.run_prefix()),

@@ -396,8 +396,7 @@ impl ExecutorState {
                 }
                 bases.clone()
             };
-            let recipe =
-                images::recipe(row, envs, &self.source.repos_dir, &bases).map_err(|e| infra(&e))?;
+            let recipe = self.source.recipe(row, &bases).map_err(|e| infra(&e))?;
             let timings = images::ensure(&self.sandbox, &recipe).await.map_err(|e| {
                 match e.install_log() {
                     Some(log) => PrepareFailure::Install(format!(

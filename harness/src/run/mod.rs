@@ -211,7 +211,7 @@ fn write_run_json(config: &RunConfig, split: &str) -> Result<(), RunError> {
     let value = serde_json::json!({
         "dataset": config.source.name,
         "split": split,
-        "task_repo": null,
+        "task_repo": config.source.task_repo.as_ref().map(|d| d.display().to_string()),
         "created_at": instance_log::iso_seconds(instance_log::now()),
     });
     let mut text = serde_json::to_string_pretty(&value).expect("json");
@@ -468,13 +468,10 @@ async fn prepare_job(
 ) -> Result<Job, InstanceResult> {
     let dir = model_dir.join(&row.instance_id);
     let fail = |e: String| record_failure(&dir, &row.instance_id, OutcomeKind::InfraError, e);
-    let recipe = images::recipe(
-        row,
-        &config.source.environments,
-        &config.source.repos_dir,
-        base,
-    )
-    .map_err(|e| fail(format!("{e:#}")))?;
+    let recipe = config
+        .source
+        .recipe(row, base)
+        .map_err(|e| fail(format!("{e:#}")))?;
     let image = recipe.image_name();
     let info = match images::ensure(sandbox, &recipe).await {
         Ok(timings) => timings
@@ -569,7 +566,7 @@ async fn leftovers(
     let containers = sandbox.list(Some(run_id)).await.unwrap_or_default();
     let mut images = Vec::new();
     for row in &source.rows {
-        let Ok(recipe) = images::recipe(row, &source.environments, &source.repos_dir, base) else {
+        let Ok(recipe) = source.recipe(row, base) else {
             continue;
         };
         let name = recipe.image_name();

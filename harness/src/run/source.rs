@@ -2,11 +2,13 @@
 //! sources. What a name stands for is [`swerve_swebench::names`]'s rule, the same in every
 //! binary; hub dataset ids cannot be fetched (no network; see `docs/harness.md`).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::images::{Environments, ImagesError};
+use crate::images::{self, BaseImages, Environments, ImageRecipe, ImagesError};
 use swerve_swebench::dataset::{self, DatasetError, Instance};
 use swerve_swebench::names::{self, NameError};
+use swerve_swebench::task_repo::{self, TaskRepoError};
 
 /// A resolved dataset.
 #[derive(Debug, Clone)]
@@ -24,6 +26,11 @@ pub struct DatasetSource {
     pub environments: Environments,
     /// Folder of repository bundles / clones.
     pub repos_dir: PathBuf,
+    /// For rows of a SWE-bench 5 task repository (`--task-repo`): each instance's task folder,
+    /// whose `Dockerfile` builds its image with the folder as context. Empty otherwise.
+    pub task_dirs: BTreeMap<String, PathBuf>,
+    /// The task repository the rows come from (`run.json`'s `task_repo`).
+    pub task_repo: Option<PathBuf>,
 }
 
 /// Why a dataset could not be resolved.
@@ -38,6 +45,9 @@ pub enum SourceError {
     /// The environment specs could not be read.
     #[error(transparent)]
     Environments(#[from] ImagesError),
+    /// A task repository that cannot be read, or one of its tasks.
+    #[error(transparent)]
+    TaskRepo(#[from] TaskRepoError),
     /// Ids given with `-i` that are not in the dataset (SWE-bench's message).
     #[error("Some instance IDs not found in dataset!\nMissing IDs:\n{}", ids.join(" "))]
     MissingIds {
@@ -72,10 +82,60 @@ pub fn resolve(
         rows,
         environments,
         repos_dir: repos_override.map_or_else(|| dir.join("repos"), Path::to_owned),
+        task_dirs: BTreeMap::new(),
+        task_repo: None,
+    })
+}
+
+/// Resolves `--task-repo DIR` (SWE-bench 5's layout, `swerve_swebench::task_repo`): the tasks
+/// named by `ids` from any split, else every task of `split`, as SWE-bench's `load_instances`
+/// picks them; each row's image is built from its task folder's `Dockerfile`.
+pub fn resolve_task_repo(
+    dir: &Path,
+    split: &str,
+    ids: &[String],
+) -> Result<DatasetSource, SourceError> {
+    let tasks = task_repo::read_tasks(dir, ids, split)?;
+    let mut rows = Vec::with_capacity(tasks.len());
+    let mut task_dirs = BTreeMap::new();
+    for task in &tasks {
+        let row = Instance::from_json(&serde_json::Value::Object(task.row.clone()).to_string())
+            .map_err(|e| TaskRepoError::Row {
+                instance_id: task.instance_id().to_owned(),
+                problem: format!("not a SWE-bench 5 row: {e}"),
+            })?;
+        row.check_evaluable()?;
+        task_dirs.insert(row.instance_id.clone(), task.dir.clone());
+        rows.push(row);
+    }
+    Ok(DatasetSource {
+        name: dir.display().to_string(),
+        rows_file: dir.to_owned(),
+        all_ids: rows.iter().map(|r| r.instance_id.clone()).collect(),
+        rows,
+        environments: Environments::default(),
+        repos_dir: dir.join("repos"),
+        task_dirs,
+        task_repo: Some(dir.to_owned()),
     })
 }
 
 impl DatasetSource {
+    /// How `row`'s image is obtained: its task folder's `Dockerfile` for a task repository's
+    /// rows, else [`images::recipe`] (built from its environment spec, or the row's `image`).
+    pub fn recipe(&self, row: &Instance, bases: &BaseImages) -> Result<ImageRecipe, ImagesError> {
+        match self.task_dirs.get(&row.instance_id) {
+            Some(folder) => Ok(ImageRecipe::Dockerfile {
+                image: row
+                    .image
+                    .clone()
+                    .unwrap_or_else(|| task_repo::image_name(&row.instance_id)),
+                folder: folder.clone(),
+            }),
+            None => images::recipe(row, &self.environments, &self.repos_dir, bases),
+        }
+    }
+
     /// The evaluator's parser name for `row`: its own `log_parser` (v5 rows), else its
     /// environment spec's, else empty (the bundled evaluator then picks by repo).
     pub fn log_parser_for(&self, row: &Instance) -> String {

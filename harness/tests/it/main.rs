@@ -13,3 +13,4 @@ mod run_docker;
 mod run_v5_rows;
 mod slurm;
 mod tamper;
+mod task_repo_go;

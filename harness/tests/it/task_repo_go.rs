@@ -1,0 +1,206 @@
+//! A SWE-bench 5 task repository of another language, end to end against the real Docker
+//! engine: a small Go project whose `Add` is wrong, its fix as the gold patch and a test that
+//! catches it as the test patch, written in SWE-bench 5's layout with a task `Dockerfile` (the
+//! project's base image, Debian's Go, the project at `/testbed`). `harness images build
+//! --task-repo` builds it from the folder; `harness run --task-repo` resolves it with the gold
+//! patch (the test fixed, the other kept passing, `parse_log_gotest` reading `go test -v`) and
+//! not with an empty patch; `run.json` names the task repository.
+//!
+//! The base image is the one the other Docker tests share; the build installs `golang-go` from
+//! Debian (network while building only, as the tests then run without it).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Map, Value, json};
+use swerve_harness::images;
+use swerve_sandbox::{Sandbox, SandboxConfig};
+use swerve_swebench::task_repo;
+
+const BIN: &str = env!("CARGO_BIN_EXE_harness");
+const ID: &str = "demo__calc-1";
+
+const CALC: &str = "package calc\n\n// Add returns the sum of a and b.\nfunc Add(a, b int) int {\n\treturn a - b\n}\n\n// Sub returns a minus b.\nfunc Sub(a, b int) int {\n\treturn a - b\n}\n";
+
+const TESTS: &str = "package calc\n\nimport \"testing\"\n\nfunc TestSub(t *testing.T) {\n\tif Sub(5, 3) != 2 {\n\t\tt.Fatal(\"5 - 3\")\n\t}\n}\n";
+
+const GOLD: &str = "diff --git a/calc.go b/calc.go\n--- a/calc.go\n+++ b/calc.go\n@@ -2,7 +2,7 @@ package calc\n \n // Add returns the sum of a and b.\n func Add(a, b int) int {\n-\treturn a - b\n+\treturn a + b\n }\n \n // Sub returns a minus b.\n";
+
+const TEST_PATCH: &str = "diff --git a/calc_test.go b/calc_test.go\n--- a/calc_test.go\n+++ b/calc_test.go\n@@ -7,3 +7,9 @@ func TestSub(t *testing.T) {\n \t\tt.Fatal(\"5 - 3\")\n \t}\n }\n+\n+func TestAdd(t *testing.T) {\n+\tif Add(2, 3) != 5 {\n+\t\tt.Fatalf(\"2 + 3 = %d\", Add(2, 3))\n+\t}\n+}\n";
+
+fn harness(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(BIN)
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("harness runs");
+    assert!(
+        out.status.success(),
+        "harness {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The base image every Docker test shares (built once from Debian with debootstrap).
+fn base_image() -> String {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let sandbox = Sandbox::connect(SandboxConfig::default())
+            .await
+            .expect("Docker engine");
+        images::ensure_base(&sandbox, images::base_suite(None))
+            .await
+            .expect("base image")
+            .info
+            .name
+    })
+}
+
+fn write_task_repo(root: &Path) {
+    let eval = format!(
+        "#!/bin/bash\nset -uxo pipefail\ncd /testbed\ngit checkout HEAD -- calc_test.go\n\
+         git apply -v - <<'EOF_114329324912'\n{TEST_PATCH}EOF_114329324912\n\
+         : '>>>>> Start Test Output'\ngo test -v ./...\n: '>>>>> End Test Output'\n\
+         git checkout HEAD -- calc_test.go\n"
+    );
+    let row: Map<String, Value> = json!({
+        "instance_id": ID,
+        "repo": "demo/calc",
+        "version": "1.0",
+        "base_commit": "HEAD",
+        "patch": GOLD,
+        "test_patch": TEST_PATCH,
+        "problem_statement": "Add subtracts instead of adding.\n",
+        "hints_text": "",
+        "FAIL_TO_PASS": ["TestAdd"],
+        "PASS_TO_PASS": ["TestSub"],
+        "eval_script": eval,
+        "log_parser": "parse_log_gotest",
+        "eval_type": "pass_and_fail",
+        "created_at": "2026-12-04T00:00:00Z",
+    })
+    .as_object()
+    .expect("object")
+    .clone();
+    let dockerfile = format!(
+        "FROM {}\n\
+         RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+         --no-install-recommends golang-go git ca-certificates >/dev/null \
+         && rm -rf /var/lib/apt/lists/*\n\
+         ENV GOFLAGS=-mod=mod GOTOOLCHAIN=local GOCACHE=/root/.cache/go-build\n\
+         COPY repo /testbed\n\
+         RUN cd /testbed && git init -q && git add -A \
+         && git -c user.name=t -c user.email=t@t commit -qm base && go vet ./...\n\
+         WORKDIR /testbed\n",
+        base_image()
+    );
+    task_repo::write_config(root, &["demo/multilingual"], &[task_repo::DEFAULT_SPLIT])
+        .expect("sweb.yaml");
+    let dir = task_repo::write_task(root, &row, "demo/multilingual", "test", &dockerfile)
+        .expect("task folder");
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(&repo).expect("repo folder");
+    std::fs::write(repo.join("go.mod"), "module calc\n\ngo 1.19\n").expect("go.mod");
+    std::fs::write(repo.join("calc.go"), CALC).expect("calc.go");
+    std::fs::write(repo.join("calc_test.go"), TESTS).expect("calc_test.go");
+}
+
+fn report(dir: &Path, run_id: &str, model: &str) -> Value {
+    let path = dir.join(format!(
+        "logs/run_evaluation/{run_id}/{model}/{ID}/report.json"
+    ));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str::<Value>(&text).expect("report")[ID].clone()
+}
+
+#[test]
+fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = dir.path().join("tasks-repo");
+    write_task_repo(&root);
+    let repo = root.display().to_string();
+
+    let built = harness(dir.path(), &["images", "build", "--task-repo", &repo]);
+    let built = String::from_utf8_lossy(&built.stdout).into_owned();
+    assert!(
+        built.contains(&task_repo::image_name(ID)) && built.starts_with("task\t"),
+        "{built}"
+    );
+
+    let gold_run = format!("t-taskrepo-gold-{}", std::process::id());
+    harness(
+        dir.path(),
+        &[
+            "run",
+            "--task-repo",
+            &repo,
+            "-p",
+            "gold",
+            "--run-id",
+            &gold_run,
+        ],
+    );
+    let gold = report(dir.path(), &gold_run, "gold");
+    assert_eq!(gold["resolved"], true, "{gold:#}");
+    assert_eq!(
+        gold["tests_status"]["FAIL_TO_PASS"]["success"],
+        json!(["TestAdd"])
+    );
+    assert_eq!(
+        gold["tests_status"]["PASS_TO_PASS"]["success"],
+        json!(["TestSub"])
+    );
+    let run_json: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            dir.path()
+                .join(format!("logs/run_evaluation/{gold_run}/run.json")),
+        )
+        .expect("run.json"),
+    )
+    .expect("json");
+    assert_eq!(run_json["task_repo"], repo.as_str());
+
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(
+        &empty,
+        json!({"instance_id": ID, "model_name_or_path": "empty", "model_patch": ""}).to_string()
+            + "\n",
+    )
+    .expect("predictions");
+    let empty_run = format!("t-taskrepo-empty-{}", std::process::id());
+    harness(
+        dir.path(),
+        &[
+            "run",
+            "--task-repo",
+            &repo,
+            "-p",
+            &empty.display().to_string(),
+            "--run-id",
+            &empty_run,
+        ],
+    );
+    let report_path = dir.path().join(format!(
+        "logs/run_evaluation/{empty_run}/empty/{ID}/report.json"
+    ));
+    // SWE-bench writes no report for an empty patch it skips; when one is written it must not
+    // resolve.
+    if report_path.is_file() {
+        let empty = report(dir.path(), &empty_run, "empty");
+        assert_eq!(empty["resolved"], false, "{empty:#}");
+    }
+    let summary = std::fs::read_dir(dir.path())
+        .expect("run folder")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.to_string_lossy()
+                .ends_with(&format!("empty.{empty_run}.json"))
+        })
+        .expect("run report");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(summary).expect("summary")).expect("json");
+    assert_eq!(summary["resolved_instances"], 0, "{summary:#}");
+}
