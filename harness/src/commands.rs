@@ -230,8 +230,19 @@ pub struct DatasetExportArgs {
     #[arg(short = 'i', long, alias = "instance_ids", num_args = 1..)]
     instance_ids: Vec<String>,
     /// The JSONL file to write.
-    #[arg(short = 'o', long, value_name = "FILE.jsonl")]
-    output: PathBuf,
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "FILE.jsonl",
+        required_unless_present = "task_repo",
+        conflicts_with = "task_repo"
+    )]
+    output: Option<PathBuf>,
+    /// Write a SWE-bench 5 task repository in this folder instead (what `swebench dataset
+    /// check` and `swebench eval --task-repo` read): each task's Dockerfile starts from the
+    /// image `harness images build` makes for its row, so build those first
+    #[arg(long, value_name = "DIR")]
+    task_repo: Option<PathBuf>,
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -469,13 +480,17 @@ fn print_timing(t: &images::ImageTiming) {
 pub fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<Exit> {
     let mut source = source::resolve(&args.dataset, &args.split, None)?;
     source.filter(&args.instance_ids)?;
-    let summary = export::export(&source, &args.output)?;
+    let (summary, written) = match (&args.output, &args.task_repo) {
+        (_, Some(dir)) => (export::export_task_repo(&source, dir)?, dir),
+        (Some(file), None) => (export::export(&source, file)?, file),
+        (None, None) => bail!("give --output FILE.jsonl or --task-repo DIR"),
+    };
     eprintln!(
         "Wrote {} rows to {} ({} v5 fields filled in from environment specs)",
         summary.rows,
-        args.output.display(),
+        written.display(),
         summary.filled
     );
-    println!("{}", args.output.display());
+    println!("{}", written.display());
     Ok(Exit::Success)
 }

@@ -46,6 +46,15 @@ const SWE_BENCH_FIELDS: [&str; 18] = [
 /// Why a dataset could not be exported.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
+    /// The task repository could not be written.
+    #[error("cannot write the task repository {}", path.display())]
+    TaskRepo {
+        /// Its folder.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: swerve_swebench::task_repo::TaskRepoError,
+    },
     /// The rows file could not be read again as JSON values.
     #[error("cannot read dataset {}", path.display())]
     Read {
@@ -292,6 +301,40 @@ pub fn export(source: &DatasetSource, output: &Path) -> Result<ExportSummary, Ex
     fs_err::write(output, text).map_err(write_error)?;
     Ok(ExportSummary {
         rows: lines.len(),
+        filled,
+    })
+}
+
+/// Writes the export as a SWE-bench 5 task repository in `dir` (`swerve_swebench::task_repo`):
+/// dataset `swerve/<name>` in the default split, each task's Dockerfile `FROM` the image its
+/// exported row names (the one `harness images build` makes), so that SWE-bench's own build
+/// makes the same image under its derived name.
+pub fn export_task_repo(source: &DatasetSource, dir: &Path) -> Result<ExportSummary, ExportError> {
+    let (lines, filled) = export_lines(source)?;
+    let rows: Vec<Map<String, Value>> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).expect("export lines are JSON objects"))
+        .collect();
+    let name = Path::new(&source.name).file_stem().map_or_else(
+        || "dataset".to_owned(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let dataset = format!("swerve/{name}");
+    let dockerfile = |row: &Map<String, Value>| {
+        let image = row.get("image").and_then(Value::as_str).unwrap_or_default();
+        format!(
+            "# The image `harness images build` makes for this row (build it first: there is no\n\
+             # registry to pull it from).\nFROM {image}\n"
+        )
+    };
+    swerve_swebench::task_repo::write_repo(dir, &dataset, &rows, dockerfile).map_err(|e| {
+        ExportError::TaskRepo {
+            path: dir.to_owned(),
+            source: e,
+        }
+    })?;
+    Ok(ExportSummary {
+        rows: rows.len(),
         filled,
     })
 }

@@ -245,19 +245,13 @@ fn write_task_repo<'a>(
         "swerve/{}",
         if name.is_empty() { "validated" } else { &name }
     );
-    let err = |e: task_repo::TaskRepoError| CurateError::TaskRepo {
-        path: root.to_owned(),
-        source: e,
-    };
-    let _ = fs_err::remove_dir_all(root);
-    task_repo::write_config(root, &[&dataset], &[task_repo::DEFAULT_SPLIT]).map_err(err)?;
-    for row in kept {
+    let dockerfile = |row: &Map<String, Value>| {
         let id = row
             .get("instance_id")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let field = |k: &str| row.get(k).and_then(Value::as_str).unwrap_or_default();
-        let dockerfile = format!(
+        format!(
             "# {id} as `curate validate` made it: {} at {} in the environment {} of \
              environments.json\n# (`harness images build` makes the image again from that file and \
              the mirrors).\nFROM {}\n",
@@ -265,9 +259,10 @@ fn write_task_repo<'a>(
             field("base_commit"),
             field("version"),
             stable_image_name(id, swebench_arch()),
-        );
-        task_repo::write_task(root, row, &dataset, task_repo::DEFAULT_SPLIT, &dockerfile)
-            .map_err(err)?;
-    }
-    Ok(())
+        )
+    };
+    task_repo::write_repo(root, &dataset, kept, dockerfile).map_err(|e| CurateError::TaskRepo {
+        path: root.to_owned(),
+        source: e,
+    })
 }

@@ -161,6 +161,29 @@ pub fn write_task(
     Ok(dir)
 }
 
+/// Writes a whole task repository in `root` (replacing what was there): `sweb.yaml` naming
+/// `dataset` and the default split, and a task folder per row with the Dockerfile
+/// `dockerfile(row)` returns. The one writer of task repositories (`harness dataset export
+/// --task-repo`, `curate validate`).
+pub fn write_repo<'a>(
+    root: &Path,
+    dataset: &str,
+    rows: impl IntoIterator<Item = &'a Map<String, Value>>,
+    dockerfile: impl Fn(&Map<String, Value>) -> String,
+) -> Result<(), TaskRepoError> {
+    if root.join("tasks").is_dir() || root.join("sweb.yaml").is_file() {
+        fs_err::remove_dir_all(root).map_err(|source| TaskRepoError::Write {
+            path: root.to_owned(),
+            source,
+        })?;
+    }
+    write_config(root, &[dataset], &[DEFAULT_SPLIT])?;
+    for row in rows {
+        write_task(root, row, dataset, DEFAULT_SPLIT, &dockerfile(row))?;
+    }
+    Ok(())
+}
+
 /// A row's test list: a list of strings, or a JSON string holding one.
 fn test_list(row: &Map<String, Value>, field: &str) -> Result<Vec<String>, String> {
     let parsed;

@@ -12,5 +12,6 @@ mod relocatable;
 mod run_docker;
 mod run_v5_rows;
 mod slurm;
+mod swebench_task_repo;
 mod tamper;
 mod task_repo_go;
