@@ -1,7 +1,7 @@
 //! What the binaries print, for snapshot tests: every `--help` of a binary, its subcommands'
 //! included, and a command's exit status with its output, run in a fixed environment (no
-//! colour, no `RUST_LOG`, a cache folder of the test's own) so that only the binary decides
-//! what appears.
+//! colour, no `RUST_LOG`, a cache folder and an empty Hugging Face cache of the test's own) so
+//! that only the binary decides what appears.
 
 use std::path::Path;
 use std::process::Command;
@@ -85,7 +85,10 @@ fn command(bin: &Path) -> Command {
         .env(
             "SWERVE_CACHE_DIR",
             std::env::temp_dir().join("swerve-cli-snapshots-cache"),
-        );
+        )
+        // Hugging Face datasets are looked up in a cache folder that is never there (relative
+        // to the test's folder), not in the machine's, whose path the errors name.
+        .env("HF_HUB_CACHE", "hf-hub");
     command
 }
 

@@ -14,15 +14,25 @@ use crate::prompt::{self, PromptFormat, Task};
 
 /// Reads task rows of `--dataset`: a `.jsonl`, `.json` or `.parquet` file of SWE-bench-style
 /// rows ([`Instance`]) that carry `code_context` and `oracle_new_content`, a folder of them
-/// (`split` picks `<split>.jsonl`), or `swerve-mini`, the bundled dataset
-/// ([`swerve_swebench::names`], as `harness run --dataset` reads it).
+/// (`split` picks `<split>.jsonl`), `swerve-mini`, the bundled dataset, or a Hugging Face
+/// dataset in the local cache ([`swerve_swebench::names`], as `harness run --dataset` reads it).
 pub fn read_tasks(dataset: &Path, split: &str) -> Result<Vec<Instance>> {
-    let path =
-        swerve_swebench::names::rows_file(dataset, split).map_err(|e| Error::DatasetName {
+    let files =
+        swerve_swebench::names::rows_files(dataset, split).map_err(|e| Error::DatasetName {
             dataset: dataset.to_path_buf(),
             source: e,
         })?;
-    swerve_swebench::dataset::read_rows(&path).map_err(|source| Error::Dataset { path, source })
+    let mut rows = Vec::new();
+    // File by file, so that the error names the shard that cannot be read.
+    for path in files.files() {
+        rows.extend(swerve_swebench::dataset::read_rows(path).map_err(|source| {
+            Error::Dataset {
+                path: path.clone(),
+                source,
+            }
+        })?);
+    }
+    Ok(rows)
 }
 
 /// One SFT example.

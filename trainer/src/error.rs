@@ -161,8 +161,8 @@ pub enum Error {
         #[source]
         source: swerve_swebench::dataset::DatasetError,
     },
-    /// `--dataset` names no rows file (a hub id, a folder without rows, the bundled dataset
-    /// not writable).
+    /// `--dataset` names no rows file (a hub dataset not in the Hugging Face cache, a folder
+    /// without rows, the bundled dataset not writable).
     #[error("--dataset {}", dataset.display())]
     DatasetName {
         /// What the user passed.

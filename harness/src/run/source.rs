@@ -1,12 +1,13 @@
 //! `--dataset NAME|PATH`: the rows, their environment specs and the folder of repository
 //! sources. What a name stands for is [`swerve_swebench::names`]'s rule, the same in every
-//! binary; hub dataset ids cannot be fetched (no network; see `docs/harness.md`).
+//! binary; hub datasets are read from the local Hugging Face cache, never fetched (no network;
+//! see `docs/harness.md`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::images::{self, BaseImages, Environments, ImageRecipe, ImagesError};
-use swerve_swebench::dataset::{self, DatasetError, Instance};
+use swerve_swebench::dataset::{DatasetError, Instance};
 use swerve_swebench::names::{self, NameError};
 use swerve_swebench::task_repo::{self, TaskRepoError};
 
@@ -15,7 +16,8 @@ use swerve_swebench::task_repo::{self, TaskRepoError};
 pub struct DatasetSource {
     /// What the user passed (recorded in `run.json`).
     pub name: String,
-    /// The rows file.
+    /// The rows file (the first shard of a sharded Hugging Face dataset's split), whose folder
+    /// holds `environments.json` and `repos/`.
     pub rows_file: PathBuf,
     /// The rows, in file order (after `-i` filtering).
     pub rows: Vec<Instance>,
@@ -62,8 +64,9 @@ pub fn resolve(
     split: &str,
     repos_override: Option<&Path>,
 ) -> Result<DatasetSource, SourceError> {
-    let path = names::rows_file(name, split)?;
-    let rows = dataset::read_rows(&path)?;
+    let files = names::rows_files(name, split)?;
+    let rows = files.read()?;
+    let path = files.first().to_owned();
     for row in &rows {
         row.check_evaluable()?;
     }
@@ -184,8 +187,8 @@ mod tests {
         ds.filter(&["swerve__spans-2".to_owned()]).expect("known");
         assert_eq!(ds.rows.len(), 1);
         assert!(matches!(
-            resolve("SWE-bench/SWE-bench_Lite", "test", None),
-            Err(SourceError::Name(NameError::Hub { .. }))
+            resolve("swerve-tests/no-such-dataset", "test", None),
+            Err(SourceError::Name(NameError::NotCached { .. }))
         ));
         let dir = resolve(
             &names::swerve_mini_dir().unwrap().display().to_string(),
