@@ -23,7 +23,9 @@ use crate::CacheArgs;
 /// Dataset selection shared by `run`, `report` and `images build`.
 #[derive(Args)]
 pub struct DatasetArgs {
-    /// `swerve-mini` (bundled), or a .json/.jsonl file, or a folder with `<split>.jsonl`.
+    /// `swerve-mini` (bundled), a .json/.jsonl/.parquet file, a folder with `<split>.jsonl`, or
+    /// a SWE-bench dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal` or a Hugging
+    /// Face id) read from the local Hugging Face cache
     #[arg(
         short = 'd',
         long,
@@ -220,8 +222,9 @@ pub enum DatasetCommand {
 /// `harness dataset export`.
 #[derive(Args)]
 pub struct DatasetExportArgs {
-    /// `swerve-mini` (bundled), or a .json/.jsonl/.parquet file, or a folder with
-    /// `<split>.jsonl`.
+    /// `swerve-mini` (bundled), a .json/.jsonl/.parquet file, a folder with `<split>.jsonl`, or
+    /// a SWE-bench dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal` or a Hugging
+    /// Face id) read from the local Hugging Face cache
     dataset: String,
     /// Split (picks `<split>.jsonl` in a dataset folder).
     #[arg(short = 's', long, default_value = "test")]

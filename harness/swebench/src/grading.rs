@@ -682,6 +682,12 @@ mod tests {
         let mut inst = instance("parse_log_xarray", &[], &[]);
         assert_eq!(parser_for(&inst), Ok(Parser::Pytest));
         inst.log_parser = Some("parse_log_jest".to_owned());
+        assert_eq!(
+            parser_for(&inst).map(|p| p.name()),
+            Ok("parse_log_jest"),
+            "every language's parser is registered"
+        );
+        inst.log_parser = Some("parse_log_no_such_runner".to_owned());
         assert!(matches!(
             grade(&inst, "", PatchState::Present),
             Err(GradeError::NoParser { .. })
