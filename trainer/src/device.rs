@@ -1,5 +1,6 @@
-//! Which device a command runs on: `--device cpu|cuda[:N]`, and [`on_device!`], which runs a
-//! device-generic body on the device a [`DeviceSpec`] names.
+//! Which device a command runs on: `--device cpu|cuda[:N]`, and
+//! [`on_device!`](crate::on_device), which runs a device-generic body on the device a
+//! [`DeviceSpec`] names.
 //!
 //! Every command's body is generic over the dfdx device (`D: Kernels<f32>`); this module is the
 //! one place that turns a flag into a concrete device. A build without the `cuda` feature

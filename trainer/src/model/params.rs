@@ -267,8 +267,10 @@ impl<E: Dtype, D: Device<E>> ModelParams<E, D> {
     }
 }
 
-/// Moves `t`'s gradient from `from` to `to` without copying (a tied tensor is moved once).
-fn move_grad<S: Shape, E: Dtype, D: Device<E>>(
+/// Moves `t`'s gradient buffer from `from` to `to` without copying, allocating zeros on
+/// either side where it had none (a tied tensor is moved once). Also how a recomputed block
+/// takes its gradients in and out ([`super::recompute`]).
+pub(crate) fn move_grad<S: Shape, E: Dtype, D: Device<E>>(
     from: &mut Gradients<E, D>,
     to: &mut Gradients<E, D>,
     t: &Tensor<S, E, D>,

@@ -21,7 +21,7 @@
 use dfdx::prelude::*;
 
 use super::kernels::Kernels;
-use super::params::{Matrix, Param, ParamRef, Vector};
+use super::params::{Param, ParamRef, move_grad};
 
 type T2<E, D, T = NoneTape> = Tensor<(usize, usize), E, D, T>;
 
@@ -167,23 +167,11 @@ fn move_param_grads<E: Dtype, D: Kernels<E>, B: Recompute<E, D>>(
 ) {
     for p in block.params() {
         match p {
-            Param::Vector(t) => move_grad::<_, _, _>(from, to, t as &Vector<E, D>),
-            Param::Matrix(t) => move_grad::<_, _, _>(from, to, t as &Matrix<E, D>),
+            Param::Vector(t) => move_grad(from, to, t),
+            Param::Matrix(t) => move_grad(from, to, t),
         }
     }
     move_grad(from, to, x);
-}
-
-/// Moves `t`'s gradient buffer from one store to the other (allocating zeros where it had
-/// none).
-pub(crate) fn move_grad<S: Shape, E: Dtype, D: Device<E>>(
-    from: &mut Gradients<E, D>,
-    to: &mut Gradients<E, D>,
-    t: &Tensor<S, E, D>,
-) {
-    let src = from.get_or_alloc_mut(t).expect("allocate gradient");
-    let dst = to.get_or_alloc_mut(t).expect("allocate gradient");
-    std::mem::swap(src, dst);
 }
 
 /// `t`'s gradient as a tensor, its buffer in the store released where the device can
