@@ -185,20 +185,19 @@ fn ask_swebench(python: &Path, requests: Vec<Value>) -> Vec<Value> {
     answers
 }
 
-/// Runner logs whose own parser must find results (so that they exercise it), with that parser.
-const RUNNER_PARSERS: [(&str, &str); 11] = [
-    ("cargo", "parse_log_cargo"),
-    ("gotest", "parse_log_gotest"),
-    ("phpunit", "parse_log_phpunit"),
-    ("googletest", "parse_log_googletest"),
-    ("doctest", "parse_log_doctest"),
-    ("tap", "parse_log_tap"),
-    ("highlightjs", "parse_log_highlightjs"),
-    ("eslint", "parse_log_eslint"),
-    ("prismjs", "parse_log_prismjs"),
-    ("ruby_unit", "parse_log_ruby_unit"),
-    ("rspec_transformed_json", "parse_log_rspec_transformed_json"),
-];
+/// Runner logs whose own parser must find results (so that they exercise it), with that parser:
+/// `tests/runner-logs/parsers.tsv`.
+fn runner_parsers() -> Vec<(String, String)> {
+    let path = crate_dir().join("tests/runner-logs/parsers.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (runner, parser) = l.split_once('\t').expect("runner<TAB>parser");
+            (runner.to_owned(), parser.to_owned())
+        })
+        .collect()
+}
 
 #[test]
 fn parsers_match_swebench() {
@@ -207,12 +206,12 @@ fn parsers_match_swebench() {
     };
     let python = venv.join("bin/python");
     let logs = runner_logs();
-    for (runner, parser) in RUNNER_PARSERS {
+    for (runner, parser) in runner_parsers() {
         let (_, log) = logs
             .iter()
-            .find(|(name, _)| name == runner)
+            .find(|(name, _)| *name == runner)
             .unwrap_or_else(|| panic!("tests/runner-logs/{runner}.log is missing"));
-        let map = Parser::from_log_parser_name(parser)
+        let map = Parser::from_log_parser_name(&parser)
             .expect("registered")
             .parse(log, &context("demo__demo-1", "1.0"));
         assert!(!map.is_empty(), "{parser} finds nothing in {runner}.log");

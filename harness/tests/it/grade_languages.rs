@@ -16,20 +16,19 @@ use swerve_swebench::dataset::Instance;
 use swerve_swebench::grading::{PatchState, grade};
 use swerve_swebench::report::render_instance_report;
 
-/// Each runner log with the parser its runner's rows name.
-const RUNNER_PARSERS: [(&str, &str); 11] = [
-    ("cargo", "parse_log_cargo"),
-    ("gotest", "parse_log_gotest"),
-    ("phpunit", "parse_log_phpunit"),
-    ("googletest", "parse_log_googletest"),
-    ("doctest", "parse_log_doctest"),
-    ("tap", "parse_log_tap"),
-    ("highlightjs", "parse_log_highlightjs"),
-    ("eslint", "parse_log_eslint"),
-    ("prismjs", "parse_log_prismjs"),
-    ("ruby_unit", "parse_log_ruby_unit"),
-    ("rspec_transformed_json", "parse_log_rspec_transformed_json"),
-];
+/// Each runner log with the parser its runner's rows name (the parsers crate's
+/// `tests/runner-logs/parsers.tsv`).
+fn runner_parsers() -> Vec<(String, String)> {
+    let path = parsers_dir().join("runner-logs/parsers.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (runner, parser) = l.split_once('\t').expect("runner<TAB>parser");
+            (runner.to_owned(), parser.to_owned())
+        })
+        .collect()
+}
 
 fn parsers_dir() -> PathBuf {
     swerve_tests::repo_root().join("guest-plugins/log-parsers/tests")
@@ -160,7 +159,8 @@ fn reports_of_other_languages_match_swebench_byte_for_byte() {
         return;
     };
     let mut cases = Vec::new();
-    for (runner, parser) in RUNNER_PARSERS {
+    let runners = runner_parsers();
+    for (runner, parser) in &runners {
         let path = parsers_dir().join(format!("runner-logs/{runner}.log"));
         let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         cases.extend(cases_for(runner, parser, &String::from_utf8_lossy(&raw)));
@@ -207,6 +207,6 @@ fn reports_of_other_languages_match_swebench_byte_for_byte() {
     eprintln!(
         "compared {} report.json files over {} runner logs",
         cases.len(),
-        RUNNER_PARSERS.len()
+        runners.len()
     );
 }

@@ -12,6 +12,7 @@ mod relocatable;
 mod run_docker;
 mod run_v5_rows;
 mod slurm;
+mod support;
 mod swebench_task_repo;
 mod tamper;
 mod task_repo_go;

@@ -6,12 +6,11 @@
 //! The rows are swerve-mini's, changed so that each v5 field shows whether it was used.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use crate::support::harness;
 use serde_json::{Map, Value};
 use swerve_harness::run::eval_script::with_exit_code;
-
-const BIN: &str = env!("CARGO_BIN_EXE_harness");
 
 fn mini() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/swerve-mini")
@@ -42,21 +41,6 @@ fn write_rows(path: &Path, rows: &[Map<String, Value>]) {
         .map(|r| Value::Object(r.clone()).to_string())
         .collect();
     std::fs::write(path, text.join("\n") + "\n").expect("write rows");
-}
-
-fn harness(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("harness runs");
-    assert!(
-        out.status.success(),
-        "harness {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 fn read(path: PathBuf) -> String {

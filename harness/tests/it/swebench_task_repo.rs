@@ -13,7 +13,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_harness");
+use crate::support::harness;
+
 const IDS: [&str; 2] = ["swerve__spans-2", "swerve__inicfg-7"];
 
 fn run(command: &mut Command) -> Output {
@@ -65,10 +66,6 @@ fn buildx_config(dir: &Path) -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     Some(config)
-}
-
-fn harness(dir: &Path, args: &[&str]) -> Output {
-    run(Command::new(BIN).current_dir(dir).args(args))
 }
 
 #[test]

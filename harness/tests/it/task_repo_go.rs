@@ -10,14 +10,13 @@
 //! Debian (network while building only, as the tests then run without it).
 
 use std::path::Path;
-use std::process::{Command, Output};
 
+use crate::support::harness;
 use serde_json::{Map, Value, json};
 use swerve_harness::images;
 use swerve_sandbox::{Sandbox, SandboxConfig};
 use swerve_swebench::task_repo;
 
-const BIN: &str = env!("CARGO_BIN_EXE_harness");
 const ID: &str = "demo__calc-1";
 
 const CALC: &str = "package calc\n\n// Add returns the sum of a and b.\nfunc Add(a, b int) int {\n\treturn a - b\n}\n\n// Sub returns a minus b.\nfunc Sub(a, b int) int {\n\treturn a - b\n}\n";
@@ -27,21 +26,6 @@ const TESTS: &str = "package calc\n\nimport \"testing\"\n\nfunc TestSub(t *testi
 const GOLD: &str = "diff --git a/calc.go b/calc.go\n--- a/calc.go\n+++ b/calc.go\n@@ -2,7 +2,7 @@ package calc\n \n // Add returns the sum of a and b.\n func Add(a, b int) int {\n-\treturn a - b\n+\treturn a + b\n }\n \n // Sub returns a minus b.\n";
 
 const TEST_PATCH: &str = "diff --git a/calc_test.go b/calc_test.go\n--- a/calc_test.go\n+++ b/calc_test.go\n@@ -7,3 +7,9 @@ func TestSub(t *testing.T) {\n \t\tt.Fatal(\"5 - 3\")\n \t}\n }\n+\n+func TestAdd(t *testing.T) {\n+\tif Add(2, 3) != 5 {\n+\t\tt.Fatalf(\"2 + 3 = %d\", Add(2, 3))\n+\t}\n+}\n";
-
-fn harness(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(BIN)
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("harness runs");
-    assert!(
-        out.status.success(),
-        "harness {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// The base image every Docker test shares (built once from Debian with debootstrap).
 fn base_image() -> String {
