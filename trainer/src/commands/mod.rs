@@ -302,7 +302,10 @@ fn grpo_on<D: Kernels<f32>>(
         reference,
         resume,
     )?;
-    plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?;
+    eprintln!(
+        "{}",
+        plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?
+    );
     let mut output = RunOutput::in_dir(
         &cmd.output.dir,
         resumed_at,
@@ -378,7 +381,10 @@ fn sft_on<D: Kernels<f32>>(
     };
     let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
     let mut trainer = SftTrainer::new(cmd.config.clone(), &examples, &tokenizer, model, resume)?;
-    plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?;
+    eprintln!(
+        "{}",
+        plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?
+    );
     let mut output = RunOutput::in_dir(
         &cmd.output.dir,
         resumed_at,

@@ -374,11 +374,10 @@ pub fn device_memory(device: DeviceSpec) -> Option<u64> {
     }
 }
 
-/// Prints the plan and refuses to start (an error naming settings that fit) when it exceeds
-/// what the device has, unless `force`.
-pub fn check(plan: &MemoryPlan, force: bool) -> crate::error::Result<()> {
+/// The plan as text, for the run to print before it starts; an error naming settings that fit
+/// when it exceeds what the device has, unless `force`.
+pub fn check(plan: &MemoryPlan, force: bool) -> crate::error::Result<String> {
     let available = device_memory(plan.inputs.device);
-    tracing::info!("{}", plan.render(available));
     match available {
         Some(have) if plan.peak > have && !force => {
             let fits = plan.suggestions(have);
@@ -395,7 +394,7 @@ pub fn check(plan: &MemoryPlan, force: bool) -> crate::error::Result<()> {
                 ),
             })
         }
-        _ => Ok(()),
+        _ => Ok(plan.render(available)),
     }
 }
 
