@@ -148,3 +148,18 @@ pub fn dev_vectors() -> Vec<DevVector> {
         .map(|l| serde_json::from_str(l).expect("a development vector"))
         .collect()
 }
+
+/// Each runner log of `guest-plugins/log-parsers/tests/runner-logs/` with the parser its
+/// runner's rows name (`parsers.tsv` there), for the parsers' and the reports' differential
+/// tests.
+pub fn runner_parsers() -> Vec<(String, String)> {
+    let path = repo_root().join("guest-plugins/log-parsers/tests/runner-logs/parsers.tsv");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (runner, parser) = l.split_once('\t').expect("runner<TAB>parser");
+            (runner.to_owned(), parser.to_owned())
+        })
+        .collect()
+}

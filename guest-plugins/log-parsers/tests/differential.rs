@@ -185,20 +185,6 @@ fn ask_swebench(python: &Path, requests: Vec<Value>) -> Vec<Value> {
     answers
 }
 
-/// Runner logs whose own parser must find results (so that they exercise it), with that parser:
-/// `tests/runner-logs/parsers.tsv`.
-fn runner_parsers() -> Vec<(String, String)> {
-    let path = crate_dir().join("tests/runner-logs/parsers.tsv");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let (runner, parser) = l.split_once('\t').expect("runner<TAB>parser");
-            (runner.to_owned(), parser.to_owned())
-        })
-        .collect()
-}
-
 #[test]
 fn parsers_match_swebench() {
     let Some(venv) = swerve_tests::swebench_venv("the parsers against SWE-bench 5.0.2's") else {
@@ -206,7 +192,7 @@ fn parsers_match_swebench() {
     };
     let python = venv.join("bin/python");
     let logs = runner_logs();
-    for (runner, parser) in runner_parsers() {
+    for (runner, parser) in swerve_tests::runner_parsers() {
         let (_, log) = logs
             .iter()
             .find(|(name, _)| *name == runner)

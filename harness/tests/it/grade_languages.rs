@@ -16,20 +16,6 @@ use swerve_swebench::dataset::Instance;
 use swerve_swebench::grading::{PatchState, grade};
 use swerve_swebench::report::render_instance_report;
 
-/// Each runner log with the parser its runner's rows name (the parsers crate's
-/// `tests/runner-logs/parsers.tsv`).
-fn runner_parsers() -> Vec<(String, String)> {
-    let path = parsers_dir().join("runner-logs/parsers.tsv");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let (runner, parser) = l.split_once('\t').expect("runner<TAB>parser");
-            (runner.to_owned(), parser.to_owned())
-        })
-        .collect()
-}
-
 fn parsers_dir() -> PathBuf {
     swerve_tests::repo_root().join("guest-plugins/log-parsers/tests")
 }
@@ -159,7 +145,7 @@ fn reports_of_other_languages_match_swebench_byte_for_byte() {
         return;
     };
     let mut cases = Vec::new();
-    let runners = runner_parsers();
+    let runners = swerve_tests::runner_parsers();
     for (runner, parser) in &runners {
         let path = parsers_dir().join(format!("runner-logs/{runner}.log"));
         let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
