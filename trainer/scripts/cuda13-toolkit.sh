@@ -5,15 +5,15 @@
 #
 # Usage: trainer/scripts/cuda13-toolkit.sh DIR   then   CUDA_ROOT=DIR/shim trainer/scripts/gpu-check.sh build
 #
-# Versions are pinned to 13.0: nvcc, nvvm (cicc; an unpinned nvvm emits PTX the 13.0 ptxas
-# rejects: "Unsupported .version 9.5"), cccl (cuda_fp16.h needs <nv/target>), runtime, nvrtc,
+# Versions are pinned to 13.0: nvcc, crt (nvcc's crt/ headers, a wheel of their own), nvvm
+# (cicc; an unpinned nvvm emits PTX the 13.0 ptxas rejects: "Unsupported .version 9.5"), cccl (cuda_fp16.h needs <nv/target>), runtime, nvrtc,
 # cublas, curand. libcuda comes with the driver, so the link uses a stub exporting the driver
 # symbols cudarc 0.9 declares (soname libcuda.so.1; the real one is loaded at run time).
 set -euo pipefail
 DIR=${1:?usage: $0 DIR}
 mkdir -p "$DIR/wheels" "$DIR/root"
 python3 -m pip download -q --no-deps -d "$DIR/wheels" \
-    'nvidia-cuda-nvcc==13.0.88' 'nvidia-nvvm==13.0.88' 'nvidia-cuda-cccl==13.0.*' \
+    'nvidia-cuda-nvcc==13.0.88' 'nvidia-cuda-crt==13.0.88' 'nvidia-nvvm==13.0.88' 'nvidia-cuda-cccl==13.0.*' \
     'nvidia-cuda-runtime==13.0.*' 'nvidia-cuda-nvrtc==13.0.88' 'nvidia-cublas==13.0.2.14' \
     'nvidia-curand==10.4.*'
 for w in "$DIR"/wheels/*.whl; do python3 -m zipfile -e "$w" "$DIR/root"; done
