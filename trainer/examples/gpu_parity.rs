@@ -17,17 +17,26 @@
 //! 5. `train`: AdamW steps on a larger model, tokens per second and MFU (against the H200's
 //!    67 TFLOP/s of f32), and the memory plan's estimate for its shape.
 //! 6. `memory`: the Qwen2.5-0.5B shape (random weights) at micro-batches 1, 2 and 4 of
-//!    `--memory-seq` tokens (default 1024) with gradient checkpointing: the device's memory in
-//!    use after each step (dfdx's allocation cache keeps the high-water mark; emptied between
-//!    sizes) against the plan, and tokens per second.
+//!    `--memory-seq` tokens (default 1024) with gradient checkpointing, then (`--big 1`, the
+//!    default) the plan's headline shapes, 0.5B at 1 × 4096 and 3B at 8 × 1024: the device's
+//!    peak memory in use during the steps (sampled every 0.5 ms on a thread of its own) against
+//!    the plan, and tokens per second.
+//!
+//! `--phases-only 1` runs only `phases` instead: where one step's memory goes (peak in use in
+//! the forward pass, backward pass, gradient norm and AdamW update, and what stays in use after
+//! the step) for 3B at 8 × 1024 and 0.5B at 1 × 1024, the measurements the plan's CUDA items
+//! were calibrated with.
 //!
 //! Exits non-zero when a parity stage fails.
 //!
 //! Arguments (all optional): `--steps N` (default 10), `--batch B` (8), `--seq S` (256),
 //! `--hidden H` (512), `--layers L` (8), `--vocab V` (32000), `--checkpointing 0|1` (1:
 //! recompute each layer in the backward pass, as training does by default), `--memory-seq N`
-//! (1024; 0 skips the `memory` stage).
+//! (1024; 0 skips the 0.5B sizes of the `memory` stage), `--big 0|1` (1), `--phases-only 0|1`
+//! (0).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use dfdx::prelude::*;
@@ -445,34 +454,61 @@ fn grpo_parity() -> bool {
     ok
 }
 
-/// The device's memory in use (MiB), as `nvidia-smi` reports it.
-fn device_memory_used() -> Option<f64> {
-    let out = std::process::Command::new("nvidia-smi")
-        .args([
-            "--query-gpu=memory.used",
-            "--format=csv,noheader,nounits",
-            "--id=0",
-        ])
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+/// The device's memory in use, sampled every half millisecond on a thread of its own
+/// (`cuMemGetInfo` on the primary context dfdx uses), so that a step's transient peak is seen
+/// and not only what is left allocated after it.
+struct PeakSampler {
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The Qwen2.5-0.5B shape at micro-batches 1, 2 and 4: memory against the plan, tokens/s.
-fn memory_stage(seq: usize) {
-    let cfg = ModelConfig::from_json(json!({
-        "model_type": "qwen2", "vocab_size": 151936, "hidden_size": 896,
-        "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
-        "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
-        "tie_word_embeddings": true
-    }))
-    .expect("Qwen2.5-0.5B config");
+impl PeakSampler {
+    fn start() -> PeakSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicU64::new(0));
+        let (s, p) = (stop.clone(), peak.clone());
+        let thread = std::thread::spawn(move || {
+            let dev = cudarc::driver::CudaDevice::new(0).expect("CUDA device 0");
+            dev.bind_to_thread().expect("bind the context");
+            while !s.load(Ordering::Relaxed) {
+                if let Ok((free, total)) = cudarc::driver::result::mem_get_info() {
+                    p.fetch_max((total - free) as u64, Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_micros(500));
+            }
+        });
+        PeakSampler {
+            stop,
+            peak,
+            thread: Some(thread),
+        }
+    }
+
+    /// The peak since the last reset (MiB), and a new start.
+    fn take(&self) -> f64 {
+        self.peak.swap(0, Ordering::Relaxed) as f64 / (1u64 << 20) as f64
+    }
+}
+
+impl Drop for PeakSampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A Qwen2.5 shape ([`cheap_params`]) at the given micro-batches: the device's peak memory in
+/// use during the steps against the plan (both include the CUDA context), and tokens/s.
+fn memory_stage(name: &str, cfg: serde_json::Value, seq: usize, sizes: &[usize], steps: usize) {
+    let cfg = ModelConfig::from_json(cfg).expect("Qwen2.5 config");
     let gpu = Cuda::default();
-    let idle = device_memory_used().unwrap_or(f64::NAN);
-    let mut model = CausalLm::new(
-        cfg.clone(),
-        ModelParams::<f32, Cuda>::random(&cfg, &gpu, 6, 0.02),
-    );
+    let sampler = PeakSampler::start();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let idle = sampler.take();
+    let mut model = CausalLm::new(cfg.clone(), cheap_params(&cfg, &gpu));
     model.gradient_checkpointing = true;
     let params = model.params.num_parameters();
     let mut opt = AdamW::new(AdamWConfig {
@@ -480,13 +516,15 @@ fn memory_stage(seq: usize) {
         ..AdamWConfig::default()
     });
     println!(
-        "memory: Qwen2.5-0.5B shape, {params} parameters, {seq} tokens per row, device idle at {idle:.0} MiB"
+        "memory: Qwen2.5-{name} shape, {params} parameters, {seq} tokens per row, device at {idle:.0} MiB before the weights"
     );
-    for rows in [1, 2, 4] {
+    for &rows in sizes {
         gpu.empty_cache();
+        gpu.synchronize();
+        sampler.take();
         let b = batch(rows, seq, cfg.vocab_size);
         let mut timed = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..steps {
             let t0 = Instant::now();
             let out = model
                 .token_logps(&b, seq / 2, 1.0, model.params.alloc_grads())
@@ -497,7 +535,7 @@ fn memory_stage(seq: usize) {
             gpu.synchronize();
             timed.push(t0.elapsed().as_secs_f64());
         }
-        let used = device_memory_used().unwrap_or(f64::NAN) - idle;
+        let peak = sampler.take();
         let plan = PlanInputs {
             model: cfg.clone(),
             device: DeviceSpec::Cuda(0),
@@ -514,18 +552,109 @@ fn memory_stage(seq: usize) {
         let step = timed[1..].iter().sum::<f64>() / (timed.len() - 1) as f64;
         let tokens = (rows * seq) as f64;
         let mfu = 6.0 * params as f64 * tokens / step / 67e12;
+        let planned = plan.peak as f64 / (1u64 << 20) as f64;
         println!(
-            "memory: micro-batch {rows}×{seq}: {used:.0} MiB in use, plan {:.0} MiB (plan/measured \
-             {:.2}); step {step:.3} s, {:.0} tokens/s, MFU {:.1} % of 67 TFLOP/s f32",
-            plan.peak as f64 / (1u64 << 20) as f64,
-            plan.peak as f64 / (1u64 << 20) as f64 / used,
+            "memory: {name} micro-batch {rows}×{seq}: peak {peak:.0} MiB in use, plan {planned:.0} MiB \
+             (plan/measured {:.2}); step {step:.3} s, {:.0} tokens/s, MFU {:.1} % of 67 TFLOP/s f32",
+            planned / peak,
             tokens / step,
             mfu * 100.0,
         );
     }
 }
 
+/// Weights uniform in ±0.02 from a linear congruential generator: for memory and speed the
+/// values do not matter, and the 3B shape's 3 billion normal samples took minutes of device
+/// time on the host.
+fn cheap_params(cfg: &ModelConfig, gpu: &Cuda) -> ModelParams<f32, Cuda> {
+    let mut k = 0u32;
+    ModelParams::from_host(cfg, gpu, |_, shape| {
+        let n: usize = shape.iter().product();
+        Ok((0..n)
+            .map(|_| {
+                k = k.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (k >> 9) as f32 / (1u32 << 23) as f32 * 0.04 - 0.02
+            })
+            .collect())
+    })
+    .expect("weights")
+}
+
+/// `phases`: where one training step's memory goes on the GPU, for the plan's calibration. The
+/// Qwen2.5-0.5B shape (cheap deterministic weights: values do not change memory) at `rows` ×
+/// `seq`; the peak in use during the forward pass, the backward pass, the gradient norm and the
+/// AdamW update, and what stays in use after the step, with dfdx's allocation cache as it is by
+/// default, emptied after each step, and disabled.
+fn phases_stage(name: &str, cfg: serde_json::Value, rows: usize, seq: usize, variants: &[&str]) {
+    let cfg = ModelConfig::from_json(cfg).expect("config");
+    let sampler = PeakSampler::start();
+    // What is in use right now (the sampler gives peaks); dfdx's context is current here.
+    let now = || {
+        cudarc::driver::result::mem_get_info().map_or(f64::NAN, |(free, total)| {
+            (total - free) as f64 / (1u64 << 20) as f64
+        })
+    };
+    for &variant in variants {
+        let gpu = Cuda::default();
+        if variant == "no cache" {
+            gpu.disable_cache();
+        }
+        let mut model = CausalLm::new(cfg.clone(), cheap_params(&cfg, &gpu));
+        model.gradient_checkpointing = true;
+        let mut opt = AdamW::new(AdamWConfig {
+            lr: 1e-5,
+            ..AdamWConfig::default()
+        });
+        let b = batch(rows, seq, cfg.vocab_size);
+        gpu.synchronize();
+        sampler.take();
+        let weights = now();
+        for step in 0..2 {
+            let out = model
+                .token_logps(&b, seq / 2, 1.0, model.params.alloc_grads())
+                .expect("forward");
+            let loss = out.logps.sum::<(), _>().negate();
+            gpu.synchronize();
+            let forward = sampler.take();
+            let mut grads = model.params.keep_param_grads(loss.backward());
+            gpu.synchronize();
+            let backward = sampler.take();
+            let _ = opt.grad_norm(&model.params, &mut grads);
+            gpu.synchronize();
+            let norm = sampler.take();
+            opt.step(&mut model.params, &mut grads);
+            gpu.synchronize();
+            let update = sampler.take();
+            drop(grads);
+            if variant == "emptied after each step" {
+                gpu.empty_cache();
+            }
+            gpu.synchronize();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            sampler.take();
+            let after = now();
+            println!(
+                "phases: {name} {variant}, {rows}×{seq}, step {step}: weights loaded {weights:.0} MiB; peak in forward {forward:.0}, backward {backward:.0}, grad norm {norm:.0}, AdamW {update:.0}; in use after the step {after:.0}"
+            );
+        }
+    }
+}
+
+fn qwen25(hidden: usize, inter: usize, layers: usize, heads: usize) -> serde_json::Value {
+    json!({
+        "model_type": "qwen2", "vocab_size": 151936, "hidden_size": hidden,
+        "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 1_000_000.0,
+        "tie_word_embeddings": true
+    })
+}
+
 fn main() {
+    if arg("--phases-only", 0) == 1 {
+        phases_stage("3B", qwen25(2048, 11008, 36, 16), 8, 1024, &["cache"]);
+        phases_stage("0.5B", qwen25(896, 4864, 24, 14), 1, 1024, &["cache"]);
+        return;
+    }
     let mut ok = ops_parity();
     ok &= parity();
     ok &= memory_changes_parity();
@@ -533,7 +662,13 @@ fn main() {
     train_loop();
     let memory_seq = arg("--memory-seq", 1024);
     if memory_seq > 0 {
-        memory_stage(memory_seq);
+        memory_stage("0.5B", qwen25(896, 4864, 24, 14), memory_seq, &[1, 2, 4], 3);
+    }
+    if arg("--big", 1) == 1 {
+        // The plan's headline shapes (docs/benchmarks.md, "Memory"): 0.5B at one 4096-token
+        // row, 3B at 8 rows of 1024.
+        memory_stage("0.5B", qwen25(896, 4864, 24, 14), 4096, &[1], 3);
+        memory_stage("3B", qwen25(2048, 11008, 36, 16), 1024, &[8], 2);
     }
     if !ok {
         eprintln!("gpu_parity: CPU and GPU disagree");

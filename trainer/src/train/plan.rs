@@ -10,7 +10,10 @@
 //!   plus one layer's worth recomputed at a time), and the LM head's logits and log-softmax
 //!   (chunked: one chunk at a time);
 //! - **generation** (GRPO): the KV cache of a whole generation batch and, where the kernels
-//!   decode on host buffers (the fused CPU kernels), their copy of the weights.
+//!   decode on host buffers (the fused CPU kernels), their copy of the weights;
+//! - on CUDA, two items measured on an H200 (`trainer/examples/gpu_parity.rs`, docs/gpu.md):
+//!   what is **retained between steps** beyond weights and moments, and
+//!   the LM head's per-chunk **weight gradient** in the backward pass.
 //!
 //! The per-layer counts follow the code: the fused CPU kernels keep a handful of `[tokens,
 //! width]` buffers and one `[rows, heads, s, s]` probability tensor per layer; dfdx's own
@@ -207,13 +210,23 @@ impl PlanInputs {
                 bytes: layer_backward * F32,
             }
         };
-        vec![
+        let mut items = vec![
             PlanItem {
                 name: "activations kept",
                 bytes: (layers_floats + n * d) * F32,
             },
             transient,
-        ]
+        ];
+        if let DeviceSpec::Cuda(_) = self.device {
+            // The LM head's weight gradient of one chunk, allocated whole beside the
+            // accumulated one: the backward pass's peak on an H200 was one vocabulary × hidden
+            // buffer above the count (docs/gpu.md, "Memory").
+            items.push(PlanItem {
+                name: "LM head weight gradient (one chunk's)",
+                bytes: c.vocab_size as u64 * d * F32,
+            });
+        }
+        items
     }
 
     /// The items of generation, when the run generates.
@@ -267,6 +280,15 @@ impl PlanInputs {
             name: "runtime",
             bytes: runtime_bytes(self.device),
         });
+        if let DeviceSpec::Cuda(_) = self.device {
+            // In use between steps beyond the context, weights and AdamW's moments: 0.32 × the
+            // weights for 3B, 0.36 × for 0.5B, measured on an H200 (the same with dfdx's
+            // allocation cache disabled; docs/gpu.md, "Memory").
+            items.push(PlanItem {
+                name: "retained between steps",
+                bytes: p / 3,
+            });
+        }
         let training = self.training();
         let generation = self.generation();
         let peak = total(&items) + total(&training).max(total(&generation));
@@ -451,6 +473,46 @@ mod tests {
         let mut whole = inputs(true);
         whole.logits_chunk_rows = usize::MAX / 2;
         assert!(whole.plan().peak > on, "chunked head");
+    }
+
+    /// The peaks measured on an H200 (`examples/gpu_parity.rs`, docs/gpu.md "Memory against
+    /// the plan"): the CUDA plan stays within −5 % and +20 % of each, erring high.
+    #[test]
+    fn cuda_plan_matches_the_peaks_measured_on_an_h200() {
+        let qwen3b = ModelConfig::from_json(json!({
+            "model_type": "qwen2", "vocab_size": 151936, "hidden_size": 2048,
+            "intermediate_size": 11008, "num_hidden_layers": 36, "num_attention_heads": 16,
+            "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+            "tie_word_embeddings": true
+        }))
+        .unwrap();
+        let measured = [
+            (qwen05b(), 1, 1024, 10_577.0),
+            (qwen05b(), 2, 1024, 10_929.0),
+            (qwen05b(), 4, 1024, 12_081.0),
+            (qwen05b(), 1, 4096, 15_185.0),
+            (qwen3b, 8, 1024, 65_041.0),
+        ];
+        for (model, rows, seq, mib) in measured {
+            let plan = PlanInputs {
+                model,
+                device: DeviceSpec::Cuda(0),
+                kernels: KernelMode::Reference,
+                rows,
+                seq,
+                completion: seq - seq / 2,
+                gradient_checkpointing: true,
+                logits_chunk_rows: 0,
+                reference: false,
+                generation: None,
+            }
+            .plan();
+            let ratio = plan.peak as f64 / (mib * (1u64 << 20) as f64);
+            assert!(
+                (0.95..1.2).contains(&ratio),
+                "{rows}×{seq}: plan/measured {ratio:.3}"
+            );
+        }
     }
 
     #[test]
