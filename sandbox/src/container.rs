@@ -726,12 +726,67 @@ impl Container {
     /// Copy the container file or directory `container_path` into the host directory
     /// `host_dir` (which must exist), keeping its base name. Returns the host path of the copy.
     pub async fn copy_out(&self, container_path: &str, host_dir: &Path) -> Result<PathBuf> {
-        let copy_error = |source: DockerError| Error::Copy {
+        let archive = self.download(container_path).await?;
+        let target = host_dir.to_owned();
+        tokio::task::spawn_blocking(move || {
+            // `unpack` refuses entries that would land outside `target`.
+            tar::Archive::new(archive.as_slice()).unpack(&target)
+        })
+        .await
+        .expect("the untar task does not panic")
+        .map_err(|e| self.copy_error(container_path, DockerError::other(e)))?;
+        let name = container_path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(container_path);
+        Ok(host_dir.join(name))
+    }
+
+    /// The contents of the regular file `container_path`, read through the engine (nothing in
+    /// the container can forge them); `None` when it is missing or not a regular file. At most
+    /// `limit` bytes are read: a larger file is an error.
+    pub async fn read_file(&self, container_path: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let archive = match self.download(container_path).await {
+            Ok(a) => a,
+            Err(Error::Copy { source, .. }) if crate::sandbox::is_not_found(&source) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        let mut tar = tar::Archive::new(archive.as_slice());
+        let mut read = || -> std::io::Result<Option<Vec<u8>>> {
+            let Some(entry) = tar.entries()?.next() else {
+                return Ok(None);
+            };
+            let mut entry = entry?;
+            if !entry.header().entry_type().is_file() {
+                return Ok(None);
+            }
+            if entry.size() > limit {
+                return Err(std::io::Error::other(format!(
+                    "{} bytes, over the {limit} read",
+                    entry.size()
+                )));
+            }
+            let mut bytes = Vec::with_capacity(entry.size() as usize);
+            std::io::Read::read_to_end(&mut entry, &mut bytes)?;
+            Ok(Some(bytes))
+        };
+        read().map_err(|e| self.copy_error(container_path, DockerError::other(e)))
+    }
+
+    fn copy_error(&self, container_path: &str, source: DockerError) -> Error {
+        Error::Copy {
             container: self.id.clone(),
             path: container_path.to_owned(),
             direction: "out of",
             source,
-        };
+        }
+    }
+
+    /// The engine's tar archive of `container_path`.
+    async fn download(&self, container_path: &str) -> Result<Vec<u8>> {
         let options = DownloadFromContainerOptions {
             path: container_path.to_owned(),
         };
@@ -753,21 +808,8 @@ impl Container {
             download,
         )
         .await?
-        .map_err(|e| copy_error(e.into()))?;
-        let target = host_dir.to_owned();
-        tokio::task::spawn_blocking(move || {
-            // `unpack` refuses entries that would land outside `target`.
-            tar::Archive::new(archive.as_slice()).unpack(&target)
-        })
-        .await
-        .expect("the untar task does not panic")
-        .map_err(|e| copy_error(DockerError::other(e)))?;
-        let name = container_path
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or(container_path);
-        Ok(host_dir.join(name))
+        .map_err(|e| self.copy_error(container_path, e.into()))?;
+        Ok(archive)
     }
 
     /// The paths whose state differs from the image's, as the engine sees them: nothing in the

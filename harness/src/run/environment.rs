@@ -28,7 +28,10 @@
 //!   `[pytest11]` plugins; its `__editable__` finder module (and that module's bytecode) when
 //!   its content is what it was before the setup part;
 //! - any `.pth` file whose lines are all paths (a path line cannot run code; a line starting with
-//!   `import` can), or whose content is unchanged.
+//!   `import` can), or whose content is unchanged;
+//! - `/image_assets` and the files in it, added by the host (SWE-bench 5's patch assets): their
+//!   contents and the repository copies the setup restores are compared with what was staged,
+//!   through the engine, and any difference is a finding.
 //!
 //! Everything else (and every deletion outside these rules) is a finding.
 
@@ -324,6 +327,11 @@ pub fn check(
         }
         let rule = if let Some((_, below)) = in_site_packages(path) {
             site_packages_rule(change, below, &dist, before, after)
+        } else if change.kind == FsChangeKind::Added && under(path, super::assets::CONTAINER_DIR) {
+            // Copied in by the host before the setup; their contents, and the copies the
+            // setup's restore commands make, are compared with the staged files afterwards
+            // (instance.rs, `check_assets`).
+            Some("patch assets the harness staged")
         } else {
             None
         };

@@ -456,6 +456,8 @@ impl ExecutorState {
             row,
             patch,
             eval_script: prepared.eval_script,
+            // Rows executed for training and curation carry no SWE-bench patch assets.
+            assets: Default::default(),
             image: prepared.image,
             image_id: prepared.image_id,
             log_parser: prepared.log_parser,

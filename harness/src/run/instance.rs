@@ -78,8 +78,10 @@ pub struct Job {
     /// The model patch; empty only for a single execution of the base
     /// ([`super::execute::ExecuteConfig::run_empty_patches`]).
     pub patch: String,
-    /// The eval script to write to `eval.sh`.
+    /// The eval script to write to `eval.sh` (with the assets' restore commands).
     pub eval_script: String,
+    /// SWE-bench 5's patch assets to stage in the container before the eval script runs.
+    pub assets: super::assets::Staging,
     /// The image to run in.
     pub image: String,
     /// Its engine id.
@@ -247,6 +249,34 @@ fn strings(cmd: &[&str]) -> Vec<String> {
 /// The in-container steps; `Err` is an infrastructure failure. The flow is the same in both
 /// modes; what differs (preparing, the state before the tests, running the script) is in
 /// [`ModeSteps`].
+/// Copies the job's patch assets into the container (and the log folder's `image_assets/`)
+/// for the eval script's restore commands, logging what SWE-bench logs.
+async fn stage_assets(container: &Container, job: &Job, log: &InstanceLog) -> anyhow::Result<()> {
+    let staging = &job.assets;
+    for warning in &staging.warnings {
+        log.info(warning);
+    }
+    if staging.assets.is_empty() {
+        return Ok(());
+    }
+    let local = job.dir.join("image_assets");
+    fs_err::create_dir_all(&local)?;
+    for asset in &staging.assets {
+        fs_err::write(local.join(&asset.flat), &asset.bytes)?;
+        container
+            .write_file(
+                &format!("{}/{}", super::assets::CONTAINER_DIR, asset.flat),
+                &asset.bytes,
+            )
+            .await?;
+    }
+    log.info(&format!(
+        "Staged {n} patch asset(s) for restore after git apply ({n} from the local mirror, 0 fetched)",
+        n = staging.assets.len()
+    ));
+    Ok(())
+}
+
 async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Result<Record> {
     let id = &job.row.instance_id;
     let step = ctx.sandbox.config().timeouts.command;
@@ -306,6 +336,7 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
     }
     log.info(&format!("Git diff before:\n{before}"));
 
+    stage_assets(&container, job, log).await?;
     let eval_file = job.dir.join("eval.sh");
     fs_err::write(&eval_file, &job.eval_script)?;
     log.info(&format!(
@@ -719,7 +750,8 @@ async fn run_hardened(
     // changes of that same, still state.
     let after = read_environment(container, step, Some(&kill)).await?;
     let changes = container.changes().await?;
-    let environment = environment::check(&job.row.repo, &changes, env_before, &after);
+    let mut environment = environment::check(&job.row.repo, &changes, env_before, &after);
+    check_assets(container, job, &mut environment).await?;
 
     let start_nonce = hardening::nonce()?;
     let tests = exec(
@@ -772,6 +804,38 @@ async fn run_hardened(
         }),
         environment: Some(environment),
     })
+}
+
+/// Hardened runs: each staged patch asset, in `/image_assets` and where the setup's restore
+/// command put it in the repository, read back through the engine and compared with the staged
+/// bytes. A setup that rewrote a baseline (before its restore, or a process it left behind after)
+/// is a finding like any other change outside the rules.
+async fn check_assets(
+    container: &Container,
+    job: &Job,
+    environment: &mut EnvironmentCheck,
+) -> anyhow::Result<()> {
+    for asset in &job.assets.assets {
+        let limit = asset.bytes.len() as u64;
+        for path in [
+            format!("{}/{}", super::assets::CONTAINER_DIR, asset.flat),
+            format!("{REPO_DIRECTORY}/{}", asset.path),
+        ] {
+            if container
+                .read_file(&path, limit)
+                .await
+                .ok()
+                .flatten()
+                .as_ref()
+                != Some(&asset.bytes)
+            {
+                environment
+                    .findings
+                    .push(format!("C {path} (not the staged patch asset)"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The tamper check on the job's patch, with the base text of each file that has a signal

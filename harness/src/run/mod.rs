@@ -8,6 +8,7 @@
 //! `docs/hardening.md`.
 
 pub mod apply;
+pub mod assets;
 pub mod cache;
 pub mod cluster;
 pub mod environment;
@@ -486,12 +487,26 @@ async fn prepare_job(
             "no environment spec and no eval_script in the row".to_owned(),
         ));
     };
+    // SWE-bench 5's patch assets: restored by the eval script from files staged in the
+    // container, their contents part of the result's key.
+    let staging = assets::stage(
+        row,
+        config
+            .source
+            .task_dirs
+            .get(&row.instance_id)
+            .map(PathBuf::as_path),
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    let eval_script = staging.inject(&eval_script);
     let patch = pred.model_patch.clone().unwrap_or_default();
+    let keyed_script = format!("{eval_script}{}", staging.digest());
     Ok(Job {
-        cache_key: cache::cache_key(&info.id, &patch, &eval_script, config.mode.as_str()),
+        cache_key: cache::cache_key(&info.id, &patch, &keyed_script, config.mode.as_str()),
         row: row.clone(),
         patch,
         eval_script,
+        assets: staging,
         image,
         image_id: info.id,
         dir,

@@ -4,7 +4,10 @@
 //! project's base image, Debian's Go, the project at `/testbed`). `harness images build
 //! --task-repo` builds it from the folder; `harness run --task-repo` resolves it with the gold
 //! patch (the test fixed, the other kept passing, `parse_log_gotest` reading `go test -v`) and
-//! not with an empty patch; `run.json` names the task repository.
+//! not with an empty patch; `run.json` names the task repository. One of its tests reads a
+//! binary baseline that only the task's `test_assets/` holds (a patch asset, restored by the
+//! eval script as SWE-bench 5 restores `image_assets`); a patch whose setup rewrites that asset
+//! is caught by hardened mode's comparison with the staged bytes.
 //!
 //! The base image is the one the other Docker tests share; the build installs `golang-go` from
 //! Debian (network while building only, as the tests then run without it).
@@ -25,7 +28,24 @@ const TESTS: &str = "package calc\n\nimport \"testing\"\n\nfunc TestSub(t *testi
 
 const GOLD: &str = "diff --git a/calc.go b/calc.go\n--- a/calc.go\n+++ b/calc.go\n@@ -2,7 +2,7 @@ package calc\n \n // Add returns the sum of a and b.\n func Add(a, b int) int {\n-\treturn a - b\n+\treturn a + b\n }\n \n // Sub returns a minus b.\n";
 
-const TEST_PATCH: &str = "diff --git a/calc_test.go b/calc_test.go\n--- a/calc_test.go\n+++ b/calc_test.go\n@@ -7,3 +7,9 @@ func TestSub(t *testing.T) {\n \t\tt.Fatal(\"5 - 3\")\n \t}\n }\n+\n+func TestAdd(t *testing.T) {\n+\tif Add(2, 3) != 5 {\n+\t\tt.Fatalf(\"2 + 3 = %d\", Add(2, 3))\n+\t}\n+}\n";
+const TEST_PATCH: &str = "diff --git a/calc_test.go b/calc_test.go\n--- a/calc_test.go\n+++ b/calc_test.go\n@@ -7,3 +7,9 @@ func TestSub(t *testing.T) {\n \t\tt.Fatal(\"5 - 3\")\n \t}\n }\n+\n+func TestAdd(t *testing.T) {\n+\tif Add(2, 3) != 5 {\n+\t\tt.Fatalf(\"2 + 3 = %d\", Add(2, 3))\n+\t}\n+}\ndiff --git a/golden_test.go b/golden_test.go\nnew file mode 100644\n--- /dev/null\n+++ b/golden_test.go\n@@ -0,0 +1,17 @@\n+package calc\n+\n+import (\n+\t\"bytes\"\n+\t\"os\"\n+\t\"testing\"\n+)\n+\n+// The binary baseline a text patch cannot carry: a patch asset.\n+func TestGolden(t *testing.T) {\n+\tgot, err := os.ReadFile(\"testdata/golden.bin\")\n+\twant := []byte{0x89, 'P', 'N', 'G', 0, 0xff, byte(Add(2, 3))}\n+\tif err != nil || !bytes.Equal(got, want) {\n+\t\tt.Fatalf(\"golden: %v %x\", err, got)\n+\t}\n+}\n+\n";
+
+/// A patch that leaves `Add` wrong and, through `go generate` in the eval script's setup,
+/// rewrites the staged asset to the baseline its wrong `Add` produces, before the restore
+/// command copies it into the repository.
+const FORGER: &str = r#"diff --git a/gen.go b/gen.go
+new file mode 100644
+--- /dev/null
++++ b/gen.go
+@@ -0,0 +1,3 @@
++package calc
++
++//go:generate sh -c "printf '\\211PNG\\000\\377\\377' > /image_assets/testdata__golden.bin"
+"#;
+
+/// The patch asset `TestGolden` reads (SWE-bench 5's `test_assets/`), restored by the eval
+/// script after the test patch.
+const GOLDEN: &[u8] = &[0x89, b'P', b'N', b'G', 0, 0xff, 5];
 
 /// The base image every Docker test shares (built once from Debian with debootstrap).
 fn base_image() -> String {
@@ -44,10 +64,10 @@ fn base_image() -> String {
 
 fn write_task_repo(root: &Path) {
     let eval = format!(
-        "#!/bin/bash\nset -uxo pipefail\ncd /testbed\ngit checkout HEAD -- calc_test.go\n\
-         git apply -v - <<'EOF_114329324912'\n{TEST_PATCH}EOF_114329324912\n\
+        "#!/bin/bash\nset -uxo pipefail\ncd /testbed\ngit checkout HEAD -- calc_test.go\nrm -f golden_test.go\n\
+         git apply -v - <<'EOF_114329324912'\n{TEST_PATCH}EOF_114329324912\ngo generate ./...\n\
          : '>>>>> Start Test Output'\ngo test -v ./...\n: '>>>>> End Test Output'\n\
-         git checkout HEAD -- calc_test.go\n"
+         git checkout HEAD -- calc_test.go\nrm -f golden_test.go\n"
     );
     let row: Map<String, Value> = json!({
         "instance_id": ID,
@@ -58,11 +78,12 @@ fn write_task_repo(root: &Path) {
         "test_patch": TEST_PATCH,
         "problem_statement": "Add subtracts instead of adding.\n",
         "hints_text": "",
-        "FAIL_TO_PASS": ["TestAdd"],
+        "FAIL_TO_PASS": ["TestAdd", "TestGolden"],
         "PASS_TO_PASS": ["TestSub"],
         "eval_script": eval,
         "log_parser": "parse_log_gotest",
         "eval_type": "pass_and_fail",
+        "image_assets": {"test_patch": [{"path": "testdata/golden.bin", "url": ""}], "patch": []},
         "created_at": "2026-12-04T00:00:00Z",
     })
     .as_object()
@@ -89,6 +110,9 @@ fn write_task_repo(root: &Path) {
     std::fs::write(repo.join("go.mod"), "module calc\n\ngo 1.19\n").expect("go.mod");
     std::fs::write(repo.join("calc.go"), CALC).expect("calc.go");
     std::fs::write(repo.join("calc_test.go"), TESTS).expect("calc_test.go");
+    let asset = dir.join("test_assets/testdata/golden.bin");
+    std::fs::create_dir_all(asset.parent().expect("parent")).expect("test_assets");
+    std::fs::write(asset, GOLDEN).expect("golden.bin");
 }
 
 fn report(dir: &Path, run_id: &str, model: &str) -> Value {
@@ -127,10 +151,35 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
         ],
     );
     let gold = report(dir.path(), &gold_run, "gold");
-    assert_eq!(gold["resolved"], true, "{gold:#}");
+    let instance = dir
+        .path()
+        .join(format!("logs/run_evaluation/{gold_run}/gold/{ID}"));
+    let output = std::fs::read_to_string(instance.join("test_output.txt")).unwrap_or_default()
+        + &std::fs::read_to_string(instance.join("swerve.json")).unwrap_or_default()
+        + &std::fs::read_to_string(instance.join("run_instance.log")).unwrap_or_default();
+    assert_eq!(gold["resolved"], true, "{gold:#}\n{output}");
     assert_eq!(
         gold["tests_status"]["FAIL_TO_PASS"]["success"],
-        json!(["TestAdd"])
+        json!(["TestAdd", "TestGolden"])
+    );
+    // The asset staged as SWE-bench stages it: in the log folder, in the container's
+    // /image_assets, restored by the eval script right before the tests start.
+    assert_eq!(
+        std::fs::read(instance.join("image_assets/testdata__golden.bin")).expect("staged"),
+        GOLDEN
+    );
+    let eval = std::fs::read_to_string(instance.join("eval.sh")).expect("eval.sh");
+    assert!(
+        eval.contains(
+            "EOF_114329324912\ngo generate ./...\nmkdir -p $(dirname testdata/golden.bin) && \
+             cp /image_assets/testdata__golden.bin testdata/golden.bin\n: '>>>>> Start Test Output'"
+        ),
+        "{eval}"
+    );
+    let log = std::fs::read_to_string(instance.join("run_instance.log")).expect("log");
+    assert!(
+        log.contains("Staged 1 patch asset(s) for restore after git apply"),
+        "{log}"
     );
     assert_eq!(
         gold["tests_status"]["PASS_TO_PASS"]["success"],
@@ -145,6 +194,41 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
     )
     .expect("json");
     assert_eq!(run_json["task_repo"], repo.as_str());
+
+    // A setup that rewrites a staged asset: hardened mode compares both copies with what it
+    // staged and does not resolve the instance.
+    let forged = dir.path().join("forged.jsonl");
+    std::fs::write(
+        &forged,
+        json!({"instance_id": ID, "model_name_or_path": "forger", "model_patch": FORGER})
+            .to_string()
+            + "\n",
+    )
+    .expect("predictions");
+    let forged_run = format!("t-taskrepo-forged-{}", std::process::id());
+    harness(
+        dir.path(),
+        &[
+            "run",
+            "--task-repo",
+            &repo,
+            "-p",
+            &forged.display().to_string(),
+            "--run-id",
+            &forged_run,
+        ],
+    );
+    let forger = dir
+        .path()
+        .join(format!("logs/run_evaluation/{forged_run}/forger/{ID}"));
+    let meta = std::fs::read_to_string(forger.join("swerve.json")).expect("swerve.json");
+    let output = std::fs::read_to_string(forger.join("test_output.txt")).unwrap_or_default();
+    assert!(
+        meta.contains("C /image_assets/testdata__golden.bin (not the staged patch asset)")
+            && meta.contains("C /testbed/testdata/golden.bin (not the staged patch asset)"),
+        "{meta}\n{output}"
+    );
+    assert_eq!(report(dir.path(), &forged_run, "forger")["resolved"], false);
 
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(
