@@ -7,7 +7,9 @@
 # the test itself needs none of these runners.
 #
 # Debian packages: golang-go php-cli phpunit ruby ruby-rspec ruby-minitest ruby-test-unit
-# cucumber libgtest-dev doctest-dev mocha, plus cargo and node (>= 20).
+# cucumber libgtest-dev doctest-dev mocha jest jq, plus cargo and node (>= 20). Debian's jest
+# needs Debian's own nodejs (18): where node comes from elsewhere, run this script in a Debian
+# container with `jest jq` installed; the runners it lacks are skipped and their logs kept.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -394,4 +396,42 @@ EOF
     # The eval script runs under `set -x`, so the command is in the log; prismjs's parser splits
     # on it.
     record prismjs mocha bash -xc './node_modules/.bin/mocha tests/run.js --reporter json'
+fi
+
+# --- Jest: --verbose (parse_log_jest) and --json through jq (parse_log_jest_json) ---
+if have jest && have jq; then
+    mkdir -p "$work/jest/src"
+    # No Babel transform: plain CommonJS test files.
+    echo 'module.exports = { testEnvironment: "node", transform: {} };' >"$work/jest/jest.config.js"
+    cat >"$work/jest/src/calc.test.js" <<'EOF'
+describe("calc [one]", () => {
+  test("adds numbers", () => {
+    expect(1 + 2).toBe(3);
+  });
+  test("fails [x] with spaces", () => {
+    expect(1 + 1).toBe(3);
+  });
+  test.skip("skipped thing", () => {});
+  test.todo("later");
+  describe("nested", () => {
+    test("adds numbers", () => {
+      expect(2 + 2).toBe(4);
+    });
+  });
+});
+test("top level (parens)", () => {});
+EOF
+    cat >"$work/jest/src/other.test.js" <<'EOF'
+test("other passes", () => {});
+test("other throws", () => {
+  throw new TypeError("boom");
+});
+EOF
+    # In band, so that the files' order is fixed.
+    record jest jest jest --ci --verbose -i
+    # The rows of parse_log_jest_json pipe Jest's JSON through jq into `[STATUS] full name`
+    # lines; stderr (Jest's progress) stays in the log as it does in theirs.
+    record jest_json jest bash -c 'jest --ci --json -i | jq -r ".testResults[].assertionResults[]
+        | select(.status == \"passed\" or .status == \"failed\")
+        | \"[\" + (.status | ascii_upcase) + \"] \" + .fullName"'
 fi
