@@ -1,9 +1,9 @@
 //! Differential: `report.json` of SWE-bench Multilingual-style rows, graded by swerve and by
 //! SWE-bench 5.0.2's own `get_eval_report`, byte for byte. The logs are the real runner output
 //! of `guest-plugins/log-parsers/tests/runner-logs/` (cargo test, go test, PHPUnit, GoogleTest,
-//! doctest, Node's TAP, mocha reporters, RSpec, test-unit, Jest), each wrapped the way an eval script
-//! writes `test_output.txt`, under several rows: tests that pass, tests that fail, tests the
-//! log lacks, both eval types, a failed exit code, a log without markers, a null patch.
+//! doctest, Node's TAP, mocha reporters, RSpec, test-unit, Jest), each wrapped the way an eval
+//! script writes `test_output.txt`, under several rows: tests that pass, tests that fail, tests
+//! the log lacks, both eval types, a failed exit code, a log without markers, a null patch.
 //! SWE-bench runs in the tests' shared environment (`swerve_tests::swebench_venv`), one process
 //! for all cases, through the parsers' driver (`tests/swebench_parse.py` of that crate).
 
