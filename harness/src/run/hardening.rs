@@ -21,21 +21,74 @@ const CONFIG_FILES: [&str; 10] = [
     "usercustomize.py",
 ];
 
-/// Whether a path is test infrastructure: a file under a `tests`/`test`/`testing` folder, a
-/// `test_*.py` / `*_test.py` / `*_tests.py` module, a `conftest.py`, a pytest or Python start-up
-/// configuration file, or a `.pth` file. A model patch's additions and changes to these are
-/// removed or reset before the tests run.
+/// Folders whose every file is test infrastructure, in the conventions of the languages
+/// SWE-bench grades: Python, Rust, PHP, Java (`tests`, `test`, `testing`), RSpec (`spec`), Jest
+/// (`__tests__`, `__mocks__`), Go's fixtures (`testdata`).
+const TEST_FOLDERS: [&str; 7] = [
+    "tests",
+    "test",
+    "testing",
+    "spec",
+    "__tests__",
+    "__mocks__",
+    "testdata",
+];
+
+/// Test runners' configuration and set-up files of the other languages, by name.
+const RUNNER_FILES: [&str; 9] = [
+    ".rspec",
+    "spec_helper.rb",
+    "rails_helper.rb",
+    "test_helper.rb",
+    "phpunit.xml",
+    "phpunit.xml.dist",
+    "setupTests.js",
+    "setupTests.ts",
+    ".mocharc",
+];
+
+/// Configuration files of JavaScript runners, by stem (`jest.config.js`, `vitest.config.mts`,
+/// `.mocharc.yml`, `karma.conf.cjs`, …).
+const RUNNER_CONFIG_STEMS: [&str; 6] = [
+    "jest.config",
+    "jest.setup",
+    "vitest.config",
+    "vitest.workspace",
+    ".mocharc",
+    "karma.conf",
+];
+
+/// Whether a path is test infrastructure: a file under a test folder ([`TEST_FOLDERS`]), a test
+/// file by its language's naming convention (Python `test_*.py` / `*_test.py` / `*_tests.py`,
+/// Go `*_test.go`, JavaScript/TypeScript `*.test.*` / `*.spec.*`, Ruby `*_spec.rb` /
+/// `*_test.rb` / `test_*.rb`, PHP `*Test.php`, Java and Kotlin `*Test(s).java|kt`, C/C++
+/// `*_test.c(c|pp)` / `*_unittest.c(c|pp)`), a `conftest.py`, a pytest or Python start-up
+/// configuration file, a `.pth` file, or another language's runner configuration. A model
+/// patch's additions and changes to these are removed or reset before the tests run: a Go
+/// `TestMain` or a Jest set-up file can print any result as surely as a `conftest.py` hook.
 pub fn is_test_infrastructure(path: &str) -> bool {
     let mut parts = path.split('/').collect::<Vec<_>>();
     let name = parts.pop().unwrap_or(path);
-    parts
-        .iter()
-        .any(|d| matches!(*d, "tests" | "test" | "testing"))
-        || (name.starts_with("test_") && name.ends_with(".py"))
-        || name.ends_with("_test.py")
-        || name.ends_with("_tests.py")
+    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
+    let js = matches!(
+        ext,
+        "js" | "jsx" | "ts" | "tsx" | "mjs" | "cjs" | "mts" | "cts"
+    );
+    let c_like = matches!(ext, "c" | "cc" | "cpp" | "cxx");
+    parts.iter().any(|d| TEST_FOLDERS.contains(d))
+        || (ext == "py"
+            && (stem.starts_with("test_") || stem.ends_with("_test") || stem.ends_with("_tests")))
+        || (ext == "go" && stem.ends_with("_test"))
+        || (js && (stem.ends_with(".test") || stem.ends_with(".spec")))
+        || (ext == "rb"
+            && (stem.ends_with("_spec") || stem.ends_with("_test") || stem.starts_with("test_")))
+        || (ext == "php" && stem.ends_with("Test"))
+        || (matches!(ext, "java" | "kt") && (stem.ends_with("Test") || stem.ends_with("Tests")))
+        || (c_like && (stem.ends_with("_test") || stem.ends_with("_unittest")))
         || CONFIG_FILES.contains(&name)
-        || name.ends_with(".pth")
+        || RUNNER_FILES.contains(&name)
+        || RUNNER_CONFIG_STEMS.contains(&stem)
+        || ext == "pth"
 }
 
 /// Lists untracked files (ignored ones included), NUL-separated, from `/testbed`.
@@ -238,6 +291,24 @@ mod tests {
             "pyproject.toml",
             "evil.pth",
             "testing/helpers.py",
+            // the other languages SWE-bench grades
+            "calc/zz_main_test.go",
+            "internal/testdata/golden.bin",
+            "src/__tests__/a.js",
+            "src/a.test.ts",
+            "src/a.spec.jsx",
+            "jest.config.js",
+            "vitest.config.mts",
+            ".mocharc.yml",
+            "karma.conf.cjs",
+            "spec/models/user_spec.rb",
+            "lib/user_test.rb",
+            ".rspec",
+            "app/CalcTest.php",
+            "phpunit.xml.dist",
+            "src/main/java/a/CalcTest.java",
+            "src/a_unittest.cc",
+            "crates/x/tests/it.rs",
         ] {
             assert!(is_test_infrastructure(p), "{p}");
         }
@@ -246,6 +317,14 @@ mod tests {
             "README.md",
             "pkg/testutil.py",
             "contest.py",
+            "calc.go",
+            "src/latest.js",
+            "src/contest.ts",
+            "lib/testimony.rb",
+            "src/Attest.java",
+            "package.json",
+            "Cargo.toml",
+            "src/lib.rs",
         ] {
             assert!(!is_test_infrastructure(p), "{p}");
         }

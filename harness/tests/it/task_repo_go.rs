@@ -7,7 +7,8 @@
 //! not with an empty patch; `run.json` names the task repository. One of its tests reads a
 //! binary baseline that only the task's `test_assets/` holds (a patch asset, restored by the
 //! eval script as SWE-bench 5 restores `image_assets`); a patch whose setup rewrites that asset
-//! is caught by hardened mode's comparison with the staged bytes.
+//! is caught by hardened mode's comparison with the staged bytes; a `TestMain` that prints every
+//! test as passed resolves in compat mode and is undone in hardened mode.
 //!
 //! The base image is the one the other Docker tests share; the build installs `golang-go` from
 //! Debian (network while building only, as the tests then run without it).
@@ -42,6 +43,10 @@ new file mode 100644
 +
 +//go:generate sh -c "printf '\\211PNG\\000\\377\\377' > /image_assets/testdata__golden.bin"
 "#;
+
+/// A patch that leaves `Add` wrong and adds a `TestMain` printing every test as passed: Go's
+/// counterpart of a `conftest.py` hook, undone by hardened mode, resolved in compat mode.
+const MAIN_FORGER: &str = "diff --git a/zz_main_test.go b/zz_main_test.go\nnew file mode 100644\n--- /dev/null\n+++ b/zz_main_test.go\n@@ -0,0 +1,15 @@\n+package calc\n+\n+import (\n+\t\"fmt\"\n+\t\"os\"\n+\t\"testing\"\n+)\n+\n+func TestMain(m *testing.M) {\n+\tfor _, name := range []string{\"TestSub\", \"TestAdd\", \"TestGolden\"} {\n+\t\tfmt.Printf(\"=== RUN   %s\\n--- PASS: %s (0.00s)\\n\", name, name)\n+\t}\n+\tfmt.Println(\"PASS\")\n+\tos.Exit(0)\n+}\n";
 
 /// The patch asset `TestGolden` reads (SWE-bench 5's `test_assets/`), restored by the eval
 /// script after the test patch.
@@ -229,6 +234,50 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
         "{meta}\n{output}"
     );
     assert_eq!(report(dir.path(), &forged_run, "forger")["resolved"], false);
+
+    // A Go `TestMain` that prints every test as passed: compat mode (SWE-bench's procedure)
+    // resolves it; hardened mode removes the file the patch added before the tests run.
+    let main_forged = dir.path().join("main-forged.jsonl");
+    std::fs::write(
+        &main_forged,
+        json!({"instance_id": ID, "model_name_or_path": "mainforger", "model_patch": MAIN_FORGER})
+            .to_string()
+            + "\n",
+    )
+    .expect("predictions");
+    for (mode, resolved) in [("compat", true), ("hardened", false)] {
+        let run = format!("t-taskrepo-main-{mode}-{}", std::process::id());
+        harness(
+            dir.path(),
+            &[
+                "run",
+                "--task-repo",
+                &repo,
+                "-p",
+                &main_forged.display().to_string(),
+                "--run-id",
+                &run,
+                "--mode",
+                mode,
+            ],
+        );
+        let report = report(dir.path(), &run, "mainforger");
+        assert_eq!(report["resolved"], resolved, "{mode}: {report:#}");
+        if mode == "hardened" {
+            let meta: Value = serde_json::from_str(
+                &std::fs::read_to_string(dir.path().join(format!(
+                    "logs/run_evaluation/{run}/mainforger/{ID}/swerve.json"
+                )))
+                .expect("swerve.json"),
+            )
+            .expect("json");
+            assert_eq!(
+                meta["undone"]["removed"],
+                json!(["zz_main_test.go"]),
+                "{meta:#}"
+            );
+        }
+    }
 
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(
