@@ -58,37 +58,43 @@ const RUNNER_CONFIG_STEMS: [&str; 6] = [
     "karma.conf",
 ];
 
+/// Whether a file name is a test file by its language's naming convention: Python
+/// `test_*.py` / `*_test.py` / `*_tests.py`, Go `*_test.go`, JavaScript/TypeScript `*.test.*` /
+/// `*.spec.*`, Ruby `*_spec.rb` / `*_test.rb` / `test_*.rb`, PHP `*Test.php`, Java and Kotlin
+/// `*Test(s).java|kt`, C/C++ `*_test.c(c|pp)` / `*_unittest.c(c|pp)`. (Curation keeps the
+/// narrower, Python-only rule its spec states: `swerve_curate::paths`.)
+fn is_test_file_name(name: &str) -> bool {
+    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
+    match ext {
+        "py" => stem.starts_with("test_") || stem.ends_with("_test") || stem.ends_with("_tests"),
+        "go" => stem.ends_with("_test"),
+        "js" | "jsx" | "ts" | "tsx" | "mjs" | "cjs" | "mts" | "cts" => {
+            stem.ends_with(".test") || stem.ends_with(".spec")
+        }
+        "rb" => stem.ends_with("_spec") || stem.ends_with("_test") || stem.starts_with("test_"),
+        "php" => stem.ends_with("Test"),
+        "java" | "kt" => stem.ends_with("Test") || stem.ends_with("Tests"),
+        "c" | "cc" | "cpp" | "cxx" => stem.ends_with("_test") || stem.ends_with("_unittest"),
+        _ => false,
+    }
+}
+
 /// Whether a path is test infrastructure: a file under a test folder ([`TEST_FOLDERS`]), a test
-/// file by its language's naming convention (Python `test_*.py` / `*_test.py` / `*_tests.py`,
-/// Go `*_test.go`, JavaScript/TypeScript `*.test.*` / `*.spec.*`, Ruby `*_spec.rb` /
-/// `*_test.rb` / `test_*.rb`, PHP `*Test.php`, Java and Kotlin `*Test(s).java|kt`, C/C++
-/// `*_test.c(c|pp)` / `*_unittest.c(c|pp)`), a `conftest.py`, a pytest or Python start-up
-/// configuration file, a `.pth` file, or another language's runner configuration. A model
-/// patch's additions and changes to these are removed or reset before the tests run: a Go
-/// `TestMain` or a Jest set-up file can print any result as surely as a `conftest.py` hook.
+/// file by its language's convention ([`is_test_file_name`]), a `conftest.py`, a pytest or
+/// Python start-up configuration file, a `.pth` file, or another language's runner
+/// configuration. A model patch's additions and changes to these are removed or reset before
+/// the tests run: a Go `TestMain` or a Jest set-up file can print any result as surely as a
+/// `conftest.py` hook.
 pub fn is_test_infrastructure(path: &str) -> bool {
     let mut parts = path.split('/').collect::<Vec<_>>();
     let name = parts.pop().unwrap_or(path);
-    let (stem, ext) = name.rsplit_once('.').unwrap_or((name, ""));
-    let js = matches!(
-        ext,
-        "js" | "jsx" | "ts" | "tsx" | "mjs" | "cjs" | "mts" | "cts"
-    );
-    let c_like = matches!(ext, "c" | "cc" | "cpp" | "cxx");
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
     parts.iter().any(|d| TEST_FOLDERS.contains(d))
-        || (ext == "py"
-            && (stem.starts_with("test_") || stem.ends_with("_test") || stem.ends_with("_tests")))
-        || (ext == "go" && stem.ends_with("_test"))
-        || (js && (stem.ends_with(".test") || stem.ends_with(".spec")))
-        || (ext == "rb"
-            && (stem.ends_with("_spec") || stem.ends_with("_test") || stem.starts_with("test_")))
-        || (ext == "php" && stem.ends_with("Test"))
-        || (matches!(ext, "java" | "kt") && (stem.ends_with("Test") || stem.ends_with("Tests")))
-        || (c_like && (stem.ends_with("_test") || stem.ends_with("_unittest")))
+        || is_test_file_name(name)
         || CONFIG_FILES.contains(&name)
         || RUNNER_FILES.contains(&name)
         || RUNNER_CONFIG_STEMS.contains(&stem)
-        || ext == "pth"
+        || name.ends_with(".pth")
 }
 
 /// Lists untracked files (ignored ones included), NUL-separated, from `/testbed`.
