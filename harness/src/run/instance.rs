@@ -246,9 +246,6 @@ fn strings(cmd: &[&str]) -> Vec<String> {
     cmd.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// The in-container steps; `Err` is an infrastructure failure. The flow is the same in both
-/// modes; what differs (preparing, the state before the tests, running the script) is in
-/// [`ModeSteps`].
 /// Copies the job's patch assets into the container (and the log folder's `image_assets/`)
 /// for the eval script's restore commands, logging what SWE-bench logs.
 async fn stage_assets(container: &Container, job: &Job, log: &InstanceLog) -> anyhow::Result<()> {
@@ -277,6 +274,9 @@ async fn stage_assets(container: &Container, job: &Job, log: &InstanceLog) -> an
     Ok(())
 }
 
+/// The in-container steps; `Err` is an infrastructure failure. The flow is the same in both
+/// modes; what differs (preparing, the state before the tests, running the script) is in
+/// [`ModeSteps`].
 async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Result<Record> {
     let id = &job.row.instance_id;
     let step = ctx.sandbox.config().timeouts.command;

@@ -222,7 +222,7 @@ impl PlanInputs {
             // accumulated one: the backward pass's peak on an H200 was one vocabulary × hidden
             // buffer above the count (docs/gpu.md, "Memory").
             items.push(PlanItem {
-                name: "LM head weight gradient (one chunk's)",
+                name: "LM head weight-gradient chunk",
                 bytes: c.vocab_size as u64 * d * F32,
             });
         }
