@@ -79,8 +79,8 @@ fn is_test_file_name(name: &str) -> bool {
     }
 }
 
-/// Whether a path is test infrastructure: a file under a test folder ([`TEST_FOLDERS`]), a test
-/// file by its language's convention ([`is_test_file_name`]), a `conftest.py`, a pytest or
+/// Whether a path is test infrastructure: a file under a test folder (`TEST_FOLDERS`), a test
+/// file by its language's convention (`is_test_file_name`), a `conftest.py`, a pytest or
 /// Python start-up configuration file, a `.pth` file, or another language's runner
 /// configuration. A model patch's additions and changes to these are removed or reset before
 /// the tests run: a Go `TestMain` or a Jest set-up file can print any result as surely as a
