@@ -751,7 +751,7 @@ async fn run_hardened(
     let after = read_environment(container, step, Some(&kill)).await?;
     let changes = container.changes().await?;
     let mut environment = environment::check(&job.row.repo, &changes, env_before, &after);
-    check_assets(container, job, &mut environment).await?;
+    check_assets(container, job, &mut environment).await;
 
     let start_nonce = hardening::nonce()?;
     let tests = exec(
@@ -810,11 +810,7 @@ async fn run_hardened(
 /// command put it in the repository, read back through the engine and compared with the staged
 /// bytes. A setup that rewrote a baseline (before its restore, or a process it left behind after)
 /// is a finding like any other change outside the rules.
-async fn check_assets(
-    container: &Container,
-    job: &Job,
-    environment: &mut EnvironmentCheck,
-) -> anyhow::Result<()> {
+async fn check_assets(container: &Container, job: &Job, environment: &mut EnvironmentCheck) {
     for asset in &job.assets.assets {
         let limit = asset.bytes.len() as u64;
         for path in [
@@ -835,7 +831,6 @@ async fn check_assets(
             }
         }
     }
-    Ok(())
 }
 
 /// The tamper check on the job's patch, with the base text of each file that has a signal

@@ -13,7 +13,7 @@
 //! The base image is the one the other Docker tests share; the build installs `golang-go` from
 //! Debian (network while building only, as the tests then run without it).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::support::harness;
 use serde_json::{Map, Value, json};
@@ -121,11 +121,42 @@ fn write_task_repo(root: &Path) {
 }
 
 fn report(dir: &Path, run_id: &str, model: &str) -> Value {
-    let path = dir.join(format!(
-        "logs/run_evaluation/{run_id}/{model}/{ID}/report.json"
-    ));
+    let path = instance_dir(dir, run_id, model).join("report.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str::<Value>(&text).expect("report")[ID].clone()
+}
+
+/// Writes one prediction of `patch` by `model`, evaluates it with `harness run --task-repo` in
+/// `mode`, and returns the run id.
+fn run_patch(dir: &Path, repo: &str, model: &str, patch: &str, mode: &str) -> String {
+    let predictions = dir.join(format!("{model}-{mode}.jsonl"));
+    std::fs::write(
+        &predictions,
+        json!({"instance_id": ID, "model_name_or_path": model, "model_patch": patch}).to_string()
+            + "\n",
+    )
+    .expect("predictions");
+    let run = format!("t-taskrepo-{model}-{mode}-{}", std::process::id());
+    harness(
+        dir,
+        &[
+            "run",
+            "--task-repo",
+            repo,
+            "-p",
+            &predictions.display().to_string(),
+            "--run-id",
+            &run,
+            "--mode",
+            mode,
+        ],
+    );
+    run
+}
+
+/// An instance's log folder.
+fn instance_dir(dir: &Path, run: &str, model: &str) -> PathBuf {
+    dir.join(format!("logs/run_evaluation/{run}/{model}/{ID}"))
 }
 
 #[test]
@@ -156,12 +187,11 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
         ],
     );
     let gold = report(dir.path(), &gold_run, "gold");
-    let instance = dir
-        .path()
-        .join(format!("logs/run_evaluation/{gold_run}/gold/{ID}"));
+    let instance = instance_dir(dir.path(), &gold_run, "gold");
+    let log = std::fs::read_to_string(instance.join("run_instance.log")).expect("log");
     let output = std::fs::read_to_string(instance.join("test_output.txt")).unwrap_or_default()
         + &std::fs::read_to_string(instance.join("swerve.json")).unwrap_or_default()
-        + &std::fs::read_to_string(instance.join("run_instance.log")).unwrap_or_default();
+        + &log;
     assert_eq!(gold["resolved"], true, "{gold:#}\n{output}");
     assert_eq!(
         gold["tests_status"]["FAIL_TO_PASS"]["success"],
@@ -181,7 +211,6 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
         ),
         "{eval}"
     );
-    let log = std::fs::read_to_string(instance.join("run_instance.log")).expect("log");
     assert!(
         log.contains("Staged 1 patch asset(s) for restore after git apply"),
         "{log}"
@@ -202,30 +231,8 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
 
     // A setup that rewrites a staged asset: hardened mode compares both copies with what it
     // staged and does not resolve the instance.
-    let forged = dir.path().join("forged.jsonl");
-    std::fs::write(
-        &forged,
-        json!({"instance_id": ID, "model_name_or_path": "forger", "model_patch": FORGER})
-            .to_string()
-            + "\n",
-    )
-    .expect("predictions");
-    let forged_run = format!("t-taskrepo-forged-{}", std::process::id());
-    harness(
-        dir.path(),
-        &[
-            "run",
-            "--task-repo",
-            &repo,
-            "-p",
-            &forged.display().to_string(),
-            "--run-id",
-            &forged_run,
-        ],
-    );
-    let forger = dir
-        .path()
-        .join(format!("logs/run_evaluation/{forged_run}/forger/{ID}"));
+    let forged_run = run_patch(dir.path(), &repo, "forger", FORGER, "hardened");
+    let forger = instance_dir(dir.path(), &forged_run, "forger");
     let meta = std::fs::read_to_string(forger.join("swerve.json")).expect("swerve.json");
     let output = std::fs::read_to_string(forger.join("test_output.txt")).unwrap_or_default();
     assert!(
@@ -237,37 +244,15 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
 
     // A Go `TestMain` that prints every test as passed: compat mode (SWE-bench's procedure)
     // resolves it; hardened mode removes the file the patch added before the tests run.
-    let main_forged = dir.path().join("main-forged.jsonl");
-    std::fs::write(
-        &main_forged,
-        json!({"instance_id": ID, "model_name_or_path": "mainforger", "model_patch": MAIN_FORGER})
-            .to_string()
-            + "\n",
-    )
-    .expect("predictions");
     for (mode, resolved) in [("compat", true), ("hardened", false)] {
-        let run = format!("t-taskrepo-main-{mode}-{}", std::process::id());
-        harness(
-            dir.path(),
-            &[
-                "run",
-                "--task-repo",
-                &repo,
-                "-p",
-                &main_forged.display().to_string(),
-                "--run-id",
-                &run,
-                "--mode",
-                mode,
-            ],
-        );
+        let run = run_patch(dir.path(), &repo, "mainforger", MAIN_FORGER, mode);
         let report = report(dir.path(), &run, "mainforger");
         assert_eq!(report["resolved"], resolved, "{mode}: {report:#}");
         if mode == "hardened" {
             let meta: Value = serde_json::from_str(
-                &std::fs::read_to_string(dir.path().join(format!(
-                    "logs/run_evaluation/{run}/mainforger/{ID}/swerve.json"
-                )))
+                &std::fs::read_to_string(
+                    instance_dir(dir.path(), &run, "mainforger").join("swerve.json"),
+                )
                 .expect("swerve.json"),
             )
             .expect("json");
@@ -279,29 +264,8 @@ fn a_go_task_repository_resolves_with_gold_and_not_with_an_empty_patch() {
         }
     }
 
-    let empty = dir.path().join("empty.jsonl");
-    std::fs::write(
-        &empty,
-        json!({"instance_id": ID, "model_name_or_path": "empty", "model_patch": ""}).to_string()
-            + "\n",
-    )
-    .expect("predictions");
-    let empty_run = format!("t-taskrepo-empty-{}", std::process::id());
-    harness(
-        dir.path(),
-        &[
-            "run",
-            "--task-repo",
-            &repo,
-            "-p",
-            &empty.display().to_string(),
-            "--run-id",
-            &empty_run,
-        ],
-    );
-    let report_path = dir.path().join(format!(
-        "logs/run_evaluation/{empty_run}/empty/{ID}/report.json"
-    ));
+    let empty_run = run_patch(dir.path(), &repo, "empty", "", "hardened");
+    let report_path = instance_dir(dir.path(), &empty_run, "empty").join("report.json");
     // SWE-bench writes no report for an empty patch it skips; when one is written it must not
     // resolve.
     if report_path.is_file() {
