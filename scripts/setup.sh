@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test swerve: the wasm32-wasip2 Rust target
 # (guest plugins), componentize-py (Python plugins), tensorboard (the trainer's event files are
-# read back with it), debootstrap (the offline base image) and Debian's docker-registry (the
-# loopback registry the image-pull test uses). Idempotent.
+# read back with it), debootstrap (the offline base image), Debian's docker-registry (the
+# loopback registry the image-pull test uses) and Open MPI with libclang (the trainer's `mpi`
+# feature, which its tests build: `mpirun` runs ranks, libclang generates the MPI bindings).
+# Idempotent.
 set -euo pipefail
 
 rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -18,6 +20,9 @@ fi
 need=()
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v docker-registry >/dev/null 2>&1 || [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
+ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq

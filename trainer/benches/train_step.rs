@@ -6,6 +6,7 @@
 //! cargo bench -p swerve-trainer --bench train_step -- --python /tmp/refvenv/bin/python
 //! cargo bench -p swerve-trainer --bench train_step -- --only tiny --steps 10
 //! cargo bench -p swerve-trainer --bench train_step -- --decode --python /tmp/refvenv/bin/python
+//! cargo bench -p swerve-trainer --bench train_step -- --ranks --steps 4
 //! ```
 //!
 //! A training step is what GRPO does per micro-batch: `B × S` tokens (prompt and completion, no
@@ -22,6 +23,11 @@
 //! for PyTorch). `--rounds N` alternates the two implementations N times per case and reports
 //! medians, so that a noisy machine slows both alike. Results: one JSON object per run on
 //! stderr, a Markdown table on stdout.
+//!
+//! `--ranks` times `trainer sft` (the `trainer` binary, built with `mpi` for the bench) on a
+//! random model of each config with the same global batch as 1 process × `--threads` threads and
+//! as `mpirun -np 2` ranks × `--threads / 2` threads: the median step time and tokens/s of the
+//! steps after the first, and the bytes the ranks all-reduce per step (every gradient once, f32).
 //!
 //! The table's "step GFLOP/s" is the step's arithmetic ([`step_gflop`], counted from the config)
 //! over its time. With `--python`, each case also times PyTorch's matrix product alone on the
@@ -76,6 +82,10 @@ struct Args {
     /// beside the memory plan's estimate (`swerve_trainer::train::plan`)
     #[arg(long)]
     memory: bool,
+    /// Data-parallel ranks: `trainer sft` as one process against two ranks under `mpirun`,
+    /// same global batch (see the file's documentation)
+    #[arg(long)]
+    ranks: bool,
     /// Internal: with `--case`, recompute layers in the backward pass
     #[arg(long, hide = true)]
     checkpointing: bool,
@@ -157,6 +167,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.memory {
         return memory_table(&args, &exe);
+    }
+    if args.ranks {
+        return ranks_table(&args, crate_dir);
     }
     // (case, implementation) → one result per round, in order of first appearance.
     let mut rows: Vec<(&str, String, Vec<Value>)> = Vec::new();
@@ -634,4 +647,123 @@ fn peak_rss_mib() -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// `--ranks`: `trainer sft` as one process and as two ranks on the same global batch.
+fn ranks_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
+    let trainer = Path::new(env!("CARGO_BIN_EXE_trainer"));
+    let work = tempfile::tempdir()?;
+    let tokenizer = crate_dir.join("assets/tiny/tokenizer.json");
+    println!(
+        "| case | layout | per-device batch | step s | tokens/s | all-reduced per step | vs one process |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for case in CASES
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
+    {
+        let config = ModelConfig::from_file(&crate_dir.join(case.config))?;
+        let model = CausalLm::<f32, Cpu>::new(
+            config.clone(),
+            ModelParams::random(&config, &Cpu::default(), 1, 0.02),
+        );
+        let model_dir = work.path().join(case.name);
+        swerve_trainer::checkpoint::save(&model_dir, &model, Some(&tokenizer), None)?;
+        let bytes = 4 * model.params.num_parameters();
+        drop(model);
+        // Prompt and completion of about S/2 tokens each (the tokenizer's words: ~1 token per
+        // word), distinct per example.
+        let words = |i: usize, n: usize| -> String {
+            (0..n)
+                .map(|k| format!("w{}", (i * 7 + k * 13) % 97))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let examples = case.batch * (args.steps + 1);
+        let pairs: String = (0..examples)
+            .map(|i| {
+                json!({"prompt": words(i, case.seq / 2), "completion": words(i + 1, case.completion)})
+                    .to_string()
+                    + "\n"
+            })
+            .collect();
+        let data = work.path().join(format!("{}.jsonl", case.name));
+        std::fs::write(&data, pairs)?;
+        let mut one_step = None;
+        for (ranks, threads) in [(1, args.threads), (2, (args.threads / 2).max(1))] {
+            let out = work.path().join(format!("{}-{ranks}", case.name));
+            let batch = case.batch / ranks;
+            let mut cmd = if ranks == 1 {
+                Command::new(trainer)
+            } else {
+                let mut c = Command::new("mpirun");
+                c.args([
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "--bind-to",
+                    "none",
+                ])
+                .args(["-np", &ranks.to_string()])
+                .arg(trainer)
+                .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+                c
+            };
+            cmd.arg("sft")
+                .arg("--model")
+                .arg(&model_dir)
+                .arg("--data")
+                .arg(&data)
+                .arg("--output")
+                .arg(&out)
+                .args(["--set", &format!("max_steps={}", args.steps + 1)])
+                .args(["--set", &format!("per_device_train_batch_size={batch}")])
+                .args([
+                    "--set",
+                    &format!("max_length={}", case.seq + case.completion),
+                ])
+                .args(["--report-to", "jsonl"])
+                .env("RAYON_NUM_THREADS", threads.to_string());
+            let status = cmd.output()?;
+            if !status.status.success() {
+                bail!(
+                    "trainer sft ({ranks} rank(s)): {}",
+                    String::from_utf8_lossy(&status.stderr)
+                );
+            }
+            let steps = swerve_trainer::report::metrics_log::read(&out.join("metrics.jsonl"))?;
+            let median = |name: &str| -> f64 {
+                let mut v: Vec<f64> = steps.iter().skip(1).filter_map(|m| m.get(name)).collect();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+            };
+            let (step, rate) = (median("step_time"), median("tokens_per_second"));
+            let layout = if ranks == 1 {
+                format!("1 process × {threads} threads")
+            } else {
+                format!("{ranks} ranks × {threads} thread(s)")
+            };
+            let reduced = if ranks == 1 {
+                "—".to_owned()
+            } else {
+                format!("{:.1} MB", bytes as f64 / 1e6)
+            };
+            let ratio = match one_step {
+                None => {
+                    one_step = Some(step);
+                    "1.00×".to_owned()
+                }
+                Some(base) => format!("{:.2}× the step time", step / base),
+            };
+            println!(
+                "| {} | {layout} | {batch} | {step:.3} | {rate:.0} | {reduced} | {ratio} |",
+                case.name
+            );
+            eprintln!(
+                "{}",
+                json!({"case": case.name, "ranks": ranks, "threads": threads, "step_s": step,
+                       "tokens_per_s": rate, "allreduce_bytes": if ranks > 1 { bytes } else { 0 }})
+            );
+        }
+    }
+    Ok(())
 }

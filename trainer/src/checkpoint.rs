@@ -36,7 +36,7 @@ const TOKENIZER_FILES: [&str; 3] = [
 ];
 
 /// Where a training run stands: with the seed, it fixes everything the run does next.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
     /// `sft` or `grpo`.
     pub kind: String,
@@ -50,6 +50,48 @@ pub struct RunState {
     pub num_tokens: u64,
     /// The steps the run is planned for (the schedule depends on it).
     pub total_steps: u64,
+    /// The data-parallel ranks the run trains on (the global batch is the per-device batch
+    /// times this); 1 in checkpoints written before ranks existed.
+    #[serde(default = "one_rank")]
+    pub num_processes: u64,
+}
+
+fn one_rank() -> u64 {
+    1
+}
+
+impl Default for RunState {
+    fn default() -> Self {
+        Self {
+            kind: String::new(),
+            step: 0,
+            micro_step: 0,
+            generation: 0,
+            num_tokens: 0,
+            total_steps: 0,
+            num_processes: one_rank(),
+        }
+    }
+}
+
+impl RunState {
+    /// Refuses to continue this state on `ranks` ranks when it was written by another number:
+    /// the global batch and each rank's place in the data depend on it.
+    pub fn check_ranks(&self, ranks: usize) -> crate::error::Result<()> {
+        if self.num_processes == ranks as u64 {
+            return Ok(());
+        }
+        Err(crate::error::Error::Training {
+            reason: format!(
+                "this checkpoint was written by a run of {} rank(s) and this run has {ranks}: a \
+                 run resumes only on its own number of ranks (its global batch, \
+                 per_device_train_batch_size × ranks, and its place in the data depend on it). \
+                 Resume with {} rank(s), or start a new run from the checkpoint's weights with \
+                 --model <checkpoint> (its optimiser state and step count are not carried over)",
+                self.num_processes, self.num_processes
+            ),
+        })
+    }
 }
 
 /// `swerve_run_state.json`.

@@ -62,6 +62,20 @@ impl DeviceSpec {
         }
     }
 
+    /// The device of the rank that is `local_rank` on its node: the CPU stays the CPU; `cuda` (any
+    /// ordinal) becomes `cuda:<local rank>`, or `cuda:0` when the rank sees a single GPU (Slurm's
+    /// `--gpus-per-task=1` leaves each task one visible device). A single process
+    /// (`local_rank` 0 of one) keeps what it was given.
+    pub fn for_local_rank(self, local_rank: usize, ranks: usize) -> Self {
+        match self {
+            Self::Cuda(_) if ranks > 1 => Self::Cuda(match visible_cuda_devices() {
+                Some(1) => 0,
+                _ => local_rank,
+            }),
+            other => other,
+        }
+    }
+
     /// The CUDA device, opened with `seed` for dfdx's random numbers.
     #[cfg(feature = "cuda")]
     pub fn open_cuda(ordinal: usize, seed: u64) -> Result<dfdx::prelude::Cuda> {
@@ -70,6 +84,18 @@ impl DeviceSpec {
             reason: format!("{e:?}"),
         })
     }
+}
+
+/// How many CUDA devices this process sees (`None` without the `cuda` feature or a driver).
+fn visible_cuda_devices() -> Option<usize> {
+    #[cfg(feature = "cuda")]
+    {
+        cudarc::driver::CudaDevice::count()
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+    }
+    #[cfg(not(feature = "cuda"))]
+    None
 }
 
 /// Runs `$body` with `$dev` bound to a reference to the device `$spec` names (a

@@ -229,6 +229,12 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The data-parallel ranks could not be set up or could not exchange something.
+    #[error("ranks: {reason}")]
+    Ranks {
+        /// What went wrong.
+        reason: String,
+    },
     /// The reward plugins could not be loaded or run.
     #[error("reward plugins")]
     Reward(#[source] swerve_host::HostError),

@@ -1,5 +1,9 @@
 //! Batched sampling with a KV cache: temperature, top-k, top-p, EOS and a new-token limit,
-//! from a seeded generator so that a run is reproducible.
+//! from seeded generators so that a run is reproducible. Each row draws from a generator of its
+//! own, seeded with the config's seed and the row's index in the whole batch
+//! ([`SamplingConfig::first_row`] + its place here), so a row's completion does not depend on
+//! which other rows share its batch: data-parallel ranks that each sample a share of a batch
+//! get the completions one process would.
 //!
 //! Prompts are left-padded together and run through the model once; each step then feeds one
 //! token per row on top of the cache. Rows that have produced an EOS keep receiving a masked
@@ -11,6 +15,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::model::{CausalLm, Kernels, KvCache, TokenBatch};
+use crate::train::derive_seed;
 
 /// Sampling settings (defaults follow TRL's `GRPOConfig`).
 #[derive(Debug, Clone, PartialEq)]
@@ -28,8 +33,11 @@ pub struct SamplingConfig {
     pub eos_token_ids: Vec<u32>,
     /// Token fed (masked) to finished rows and used to left-pad prompts; default 0.
     pub pad_token_id: u32,
-    /// Seed of the sampling generator; default 0.
+    /// Seed of the sampling generators; default 0.
     pub seed: u64,
+    /// The index of the first prompt's row in the whole batch that `seed` serves (its rows'
+    /// generators are those of rows `first_row..`); default 0.
+    pub first_row: u64,
 }
 
 impl Default for SamplingConfig {
@@ -42,6 +50,7 @@ impl Default for SamplingConfig {
             eos_token_ids: Vec::new(),
             pad_token_id: 0,
             seed: 0,
+            first_row: 0,
         }
     }
 }
@@ -99,6 +108,11 @@ pub fn generate_streaming<E: Dtype, D: Kernels<E>>(
     Ok(generation)
 }
 
+/// The generator of the `row`-th prompt of a [`generate`] call.
+pub fn row_rng(config: &SamplingConfig, row: usize) -> StdRng {
+    StdRng::seed_from_u64(derive_seed(config.seed, 0, config.first_row + row as u64))
+}
+
 fn sample_rows<E: Dtype, D: Kernels<E>>(
     model: &CausalLm<E, D>,
     prompts: &[Vec<u32>],
@@ -112,7 +126,7 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
         });
     }
     let rows = prompts.len();
-    let mut rng = StdRng::seed_from_u64(config.seed);
+    let mut rngs: Vec<StdRng> = (0..rows).map(|r| row_rng(config, r)).collect();
     let mut completions = vec![Vec::new(); rows];
     let mut finished = vec![false; rows];
     if config.max_new_tokens == 0 {
@@ -131,11 +145,12 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
             .into_iter()
             .map(|x| x.to_f64().unwrap_or(f64::NAN))
             .collect();
-        // One draw per running row, in row order, as sampling the rows one after the other
-        // would take them; then the rows are sampled in parallel.
+        // One draw per running row from the row's own generator; then the rows are sampled in
+        // parallel.
         let draws: Vec<Option<f64>> = finished
             .iter()
-            .map(|&done| (!done && config.temperature != 0.0).then(|| rng.r#gen::<f64>()))
+            .zip(&mut rngs)
+            .map(|(&done, rng)| (!done && config.temperature != 0.0).then(|| rng.r#gen::<f64>()))
             .collect();
         let sampled: Vec<Option<u32>> = (0..rows)
             .into_par_iter()

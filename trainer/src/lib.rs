@@ -11,6 +11,8 @@
 //!   carry none;
 //! - [`report`]: the metrics log, TensorBoard event files and plots of a run;
 //! - [`data`] (task rows and SFT examples) and [`prompt`] (prompts, chat templates);
+//! - [`ranks`]: data-parallel ranks (`mpirun`/`srun -n N`) and their collectives over MPI or
+//!   NCCL, through which the loops make N processes train as one with the same global batch;
 //! - [`device`]: `--device cpu|cuda[:N]`, the one place a flag becomes a dfdx device (every
 //!   command is generic over it), and [`train::plan`], the memory plan a run checks first;
 //! - the model: [`model`], a Llama/Qwen2-family causal LM on dfdx with weights shaped at run
@@ -20,7 +22,8 @@
 //!   CPU its layers run as fused kernels recorded on dfdx's tape ([`model::kernels`]);
 //!   [`runtime::init`] sets up the allocator and thread pool they need.
 //!
-//! It is not an inference server (one process, one device, no paged cache) and not a general
+//! It is not an inference server (no paged cache), nor a scheduler of its own (ranks come from
+//! Slurm or `mpirun`), and not a general
 //! model zoo: other architectures, RoPE scaling and quantised weights are rejected with an
 //! [`error::Error`] naming the config field.
 
@@ -34,6 +37,7 @@ pub mod grpo;
 pub mod model;
 pub mod predict;
 pub mod prompt;
+pub mod ranks;
 pub mod report;
 pub mod runtime;
 pub mod tokenizer;

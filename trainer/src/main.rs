@@ -151,6 +151,7 @@ fn generate_on<D: swerve_trainer::model::Kernels<f32>>(
         pad_token_id: eos.first().copied().unwrap_or(0),
         eos_token_ids: eos,
         seed: args.seed,
+        first_row: 0,
     };
     tracing::info!(prompts = prompts.len(), "generating");
     let out = generate(&model, &prompts, &config)?;

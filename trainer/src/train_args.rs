@@ -17,6 +17,7 @@ use swerve_trainer::data::PromptStyle;
 use swerve_trainer::device::DeviceSpec;
 use swerve_trainer::generate::SamplingConfig;
 use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::ranks::Ranks;
 use swerve_trainer::report::metrics_log::{ReportTo, StepMetrics};
 use swerve_trainer::train::rewards::PluginRewards;
 
@@ -272,7 +273,39 @@ fn progress(
     })
 }
 
+/// This process's ranks (`mpirun`/`srun -n N`), and `run` with them. On several ranks, a rank
+/// that fails prints its error naming itself and ends the whole job (MPI_Abort), so that the
+/// others do not wait for it in a collective; a single process returns its error as usual.
+fn with_ranks(run: impl FnOnce(&Ranks) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    let ranks = Ranks::from_env()?;
+    match run(&ranks) {
+        Err(error) if ranks.world_size() > 1 => ranks.fail(&format_args!("{error:#}"), 1),
+        other => other,
+    }
+}
+
+/// What a run calls after each step.
+type OnStep<'v> = Box<dyn FnMut(&StepMetrics, &RunState) + 'v>;
+
+/// Rank 0's progress over a run's steps; the other ranks show none.
+fn rank_progress<'v>(
+    ranks: &Ranks,
+    kind: &'static str,
+    metric: &'static str,
+    verbosity: &'v Verbosity,
+) -> anyhow::Result<OnStep<'v>> {
+    if ranks.is_root() {
+        Ok(Box::new(progress(kind, metric, verbosity)?))
+    } else {
+        Ok(Box::new(|_: &StepMetrics, _: &RunState| {}))
+    }
+}
+
 pub fn run_sft(args: &SftArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
+    with_ranks(|ranks| sft_on_ranks(args, verbosity, ranks))
+}
+
+fn sft_on_ranks(args: &SftArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyhow::Result<()> {
     let data = match (&args.data, &args.dataset) {
         (Some(pairs), _) => SftData::Pairs(pairs.clone()),
         (None, Some(tasks)) => SftData::Gold(tasks.clone(), args.prompt.style()),
@@ -285,13 +318,20 @@ pub fn run_sft(args: &SftArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
         output: output(&args.run),
         device: args.run.device.device,
         force: args.run.force,
+        ranks: ranks.clone(),
     };
-    let last = commands::run_sft(&cmd, &mut progress("sft", "loss", verbosity)?)?;
-    println!("{}", last.display());
+    let last = commands::run_sft(&cmd, &mut rank_progress(ranks, "sft", "loss", verbosity)?)?;
+    if ranks.is_root() {
+        println!("{}", last.display());
+    }
     Ok(())
 }
 
 pub fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
+    with_ranks(|ranks| grpo_on_ranks(args, verbosity, ranks))
+}
+
+fn grpo_on_ranks(args: &GrpoArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyhow::Result<()> {
     let cmd = GrpoCommand {
         source: source(&args.run),
         dataset: args.dataset.clone(),
@@ -305,9 +345,15 @@ pub fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
         execute: args.execute.then(|| execute_spec(args)).transpose()?,
         device: args.run.device.device,
         force: args.run.force,
+        ranks: ranks.clone(),
     };
-    let last = commands::run_grpo(&cmd, &mut progress("grpo", "reward", verbosity)?)?;
-    println!("{}", last.display());
+    let last = commands::run_grpo(
+        &cmd,
+        &mut rank_progress(ranks, "grpo", "reward", verbosity)?,
+    )?;
+    if ranks.is_root() {
+        println!("{}", last.display());
+    }
     Ok(())
 }
 

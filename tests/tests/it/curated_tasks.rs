@@ -102,6 +102,7 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             output: output("sft"),
             device: Default::default(),
             force: false,
+            ranks: swerve_trainer::ranks::Ranks::single(),
         },
         &mut |_, _| {},
     )
@@ -125,6 +126,7 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             execute: None,
             device: Default::default(),
             force: false,
+            ranks: swerve_trainer::ranks::Ranks::single(),
         },
         &mut |metrics, _| {
             steps += 1;

@@ -193,6 +193,7 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
             }),
             device: Default::default(),
             force: false,
+            ranks: swerve_trainer::ranks::Ranks::single(),
         },
         &mut |metrics, _| {
             steps += 1;

@@ -32,6 +32,7 @@ use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, Kernels, ModelConfig, ModelParams};
 use crate::predict::{PredictSettings, predict};
 use crate::prompt::PromptFormat;
+use crate::ranks::Ranks;
 use crate::report::metrics_log::{self, ReportTo, StepMetrics};
 use crate::report::plot;
 use crate::tokenizer::Tokenizer;
@@ -214,7 +215,14 @@ fn run_on<D: Kernels<f32>>(
     let phase = Instant::now();
     let sft_dir = paths.out.join("sft");
     let examples = gold_examples(&tasks, &prompter)?;
-    let mut sft = SftTrainer::new(config.sft.clone(), &examples, &tokenizer, init, None)?;
+    let mut sft = SftTrainer::new(
+        config.sft.clone(),
+        &examples,
+        &tokenizer,
+        init,
+        None,
+        Ranks::single(),
+    )?;
     let mut output = RunOutput::in_dir(
         &sft_dir,
         0,
@@ -222,7 +230,7 @@ fn run_on<D: Kernels<f32>>(
         Some(tokenizer_path.clone()),
         ReportTo::Tensorboard,
     )?;
-    sft.train(&mut output, &mut |m, s| on_step("sft", m, s))?;
+    sft.train(Some(&mut output), &mut |m, s| on_step("sft", m, s))?;
     let sft_checkpoint = output.checkpoint_path(sft.state.step);
     let sft_history = metrics_log::read(output.metrics.path())?;
     plot::plot_metrics(
@@ -246,6 +254,7 @@ fn run_on<D: Kernels<f32>>(
             tokenizer: &tokenizer,
             rewards,
             executor,
+            ranks: Ranks::single(),
         },
         warm,
         reference,
@@ -258,7 +267,7 @@ fn run_on<D: Kernels<f32>>(
         Some(tokenizer_path.clone()),
         ReportTo::Tensorboard,
     )?;
-    grpo.train(&mut output, &mut |m, s| on_step("grpo", m, s))?;
+    grpo.train(Some(&mut output), &mut |m, s| on_step("grpo", m, s))?;
     let final_checkpoint = output.checkpoint_path(grpo.state.step);
     let history = metrics_log::read(output.metrics.path())?;
     plot::plot_metrics(

@@ -24,6 +24,7 @@ use crate::grpo::GrpoConfig;
 use crate::model::{AdamW, CausalLm, Kernels};
 use crate::predict::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
 use crate::predict::{PredictSettings, predict};
+use crate::ranks::Ranks;
 use crate::report::metrics_log::{self, ReportTo, StepMetrics};
 use crate::report::plot;
 use crate::tokenizer::Tokenizer;
@@ -220,6 +221,11 @@ impl OutputSpec {
     fn run_name(&self) -> String {
         self.dir.display().to_string()
     }
+
+    /// The checkpoint of `step`.
+    fn checkpoint_path(&self, step: u64) -> PathBuf {
+        crate::train::checkpoint_path(&self.dir, step)
+    }
 }
 
 /// `trainer grpo`.
@@ -241,10 +247,13 @@ pub struct GrpoCommand {
     pub reward_jobs: usize,
     /// Run each completion's patch before scoring (`--execute`).
     pub execute: Option<ExecuteSpec>,
-    /// Where the model trains.
+    /// Where the model trains (with several ranks, `cuda` is each rank's own GPU:
+    /// [`DeviceSpec::for_local_rank`]).
     pub device: DeviceSpec,
     /// Start even when the memory plan exceeds the device's memory.
     pub force: bool,
+    /// The data-parallel ranks this process is one of.
+    pub ranks: Ranks,
 }
 
 /// Runs `trainer grpo` on its device; returns the final checkpoint.
@@ -252,11 +261,38 @@ pub fn run_grpo(
     cmd: &GrpoCommand,
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
-    crate::on_device!(cmd.device, |dev| grpo_on(cmd, dev, on_step))
+    let device = rank_device(cmd.device, &cmd.ranks);
+    crate::on_device!(device, |dev| grpo_on(cmd, device, dev, on_step))
+}
+
+/// The device of this process's rank.
+fn rank_device(device: DeviceSpec, ranks: &Ranks) -> DeviceSpec {
+    device.for_local_rank(ranks.local_rank(), ranks.world_size())
+}
+
+/// Rank 0's outputs (`None` elsewhere): the metrics log, event file and checkpoints.
+fn rank_output(
+    spec: &OutputSpec,
+    ranks: &Ranks,
+    resumed_at: u64,
+    tokenizer_json: PathBuf,
+) -> Result<Option<RunOutput>> {
+    if !ranks.is_root() {
+        return Ok(None);
+    }
+    RunOutput::in_dir(
+        &spec.dir,
+        resumed_at,
+        spec.save_steps,
+        Some(tokenizer_json),
+        spec.report_to,
+    )
+    .map(Some)
 }
 
 fn grpo_on<D: Kernels<f32>>(
     cmd: &GrpoCommand,
+    device: DeviceSpec,
     dev: &D,
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
@@ -297,31 +333,28 @@ fn grpo_on<D: Kernels<f32>>(
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: executor.as_deref(),
+            ranks: cmd.ranks.clone(),
         },
         policy,
         reference,
         resume,
     )?;
-    eprintln!(
-        "{}",
-        plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?
-    );
-    let mut output = RunOutput::in_dir(
-        &cmd.output.dir,
-        resumed_at,
-        cmd.output.save_steps,
-        Some(tokenizer_path),
-        cmd.output.report_to,
-    )?;
-    trainer.train(&mut output, on_step)?;
-    let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(
-        &history,
-        &plot::GRPO_PLOTS,
-        &cmd.output.dir.join("plots"),
-        &format!("grpo run {}", cmd.output.run_name()),
-    )?;
-    Ok(output.checkpoint_path(trainer.state.step))
+    let plan = plan::check(&trainer.plan_inputs(device).plan(), cmd.force)?;
+    if cmd.ranks.is_root() {
+        eprintln!("{plan}");
+    }
+    let mut output = rank_output(&cmd.output, &cmd.ranks, resumed_at, tokenizer_path)?;
+    trainer.train(output.as_mut(), on_step)?;
+    if let Some(output) = &output {
+        let history = metrics_log::read(output.metrics.path())?;
+        plot::plot_metrics(
+            &history,
+            &plot::GRPO_PLOTS,
+            &cmd.output.dir.join("plots"),
+            &format!("grpo run {}", cmd.output.run_name()),
+        )?;
+    }
+    Ok(cmd.output.checkpoint_path(trainer.state.step))
 }
 
 /// Where SFT examples come from.
@@ -344,10 +377,12 @@ pub struct SftCommand {
     pub config: SftConfig,
     /// Outputs.
     pub output: OutputSpec,
-    /// Where the model trains.
+    /// Where the model trains (with several ranks, `cuda` is each rank's own GPU).
     pub device: DeviceSpec,
     /// Start even when the memory plan exceeds the device's memory.
     pub force: bool,
+    /// The data-parallel ranks this process is one of.
+    pub ranks: Ranks,
 }
 
 /// Runs `trainer sft` on its device; returns the final checkpoint.
@@ -355,11 +390,13 @@ pub fn run_sft(
     cmd: &SftCommand,
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
-    crate::on_device!(cmd.device, |dev| sft_on(cmd, dev, on_step))
+    let device = rank_device(cmd.device, &cmd.ranks);
+    crate::on_device!(device, |dev| sft_on(cmd, device, dev, on_step))
 }
 
 fn sft_on<D: Kernels<f32>>(
     cmd: &SftCommand,
+    device: DeviceSpec,
     dev: &D,
     on_step: &mut dyn FnMut(&StepMetrics, &RunState),
 ) -> Result<PathBuf> {
@@ -380,27 +417,30 @@ fn sft_on<D: Kernels<f32>>(
         }
     };
     let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
-    let mut trainer = SftTrainer::new(cmd.config.clone(), &examples, &tokenizer, model, resume)?;
-    eprintln!(
-        "{}",
-        plan::check(&trainer.plan_inputs(cmd.device).plan(), cmd.force)?
-    );
-    let mut output = RunOutput::in_dir(
-        &cmd.output.dir,
-        resumed_at,
-        cmd.output.save_steps,
-        Some(tokenizer_path),
-        cmd.output.report_to,
+    let mut trainer = SftTrainer::new(
+        cmd.config.clone(),
+        &examples,
+        &tokenizer,
+        model,
+        resume,
+        cmd.ranks.clone(),
     )?;
-    trainer.train(&mut output, on_step)?;
-    let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(
-        &history,
-        &plot::SFT_PLOTS,
-        &cmd.output.dir.join("plots"),
-        &format!("sft run {}", cmd.output.run_name()),
-    )?;
-    Ok(output.checkpoint_path(trainer.state.step))
+    let plan = plan::check(&trainer.plan_inputs(device).plan(), cmd.force)?;
+    if cmd.ranks.is_root() {
+        eprintln!("{plan}");
+    }
+    let mut output = rank_output(&cmd.output, &cmd.ranks, resumed_at, tokenizer_path)?;
+    trainer.train(output.as_mut(), on_step)?;
+    if let Some(output) = &output {
+        let history = metrics_log::read(output.metrics.path())?;
+        plot::plot_metrics(
+            &history,
+            &plot::SFT_PLOTS,
+            &cmd.output.dir.join("plots"),
+            &format!("sft run {}", cmd.output.run_name()),
+        )?;
+    }
+    Ok(cmd.output.checkpoint_path(trainer.state.step))
 }
 
 /// What a run continues with besides its model: the optimiser and the run's state.

@@ -105,9 +105,14 @@ pub struct GrpoConfig {
     /// Micro-batches per generation batch (SPG). Default: `gradient_accumulation_steps`.
     /// Exclusive with `generation_batch_size`.
     pub steps_per_generation: Option<usize>,
-    /// Completions per generation batch. Default: `per_device_train_batch_size × processes ×
-    /// steps_per_generation`. Exclusive with `steps_per_generation`.
+    /// Completions per generation batch, over all processes. Default:
+    /// `per_device_train_batch_size × processes × steps_per_generation`. Exclusive with
+    /// `steps_per_generation`.
     pub generation_batch_size: Option<usize>,
+    /// The number of data-parallel processes (ranks). Not a TOML key: set by the trainer from
+    /// its ranks (TRL takes it from accelerate). Default 1.
+    #[serde(skip)]
+    pub num_processes: usize,
     /// Sampling temperature; the training log-probs divide the logits by it too. Default 1.0.
     pub temperature: f64,
     /// Nucleus sampling threshold; 1.0 is off. Default 1.0.
@@ -179,6 +184,7 @@ impl Default for GrpoConfig {
             max_completion_length: 512,
             steps_per_generation: None,
             generation_batch_size: None,
+            num_processes: 1,
             temperature: 1.0,
             top_p: 1.0,
             top_k: 0,
@@ -286,14 +292,16 @@ impl GrpoConfig {
                 || "cannot be set together with `steps_per_generation`".to_owned(),
             )?;
         }
+        positive("num_processes", self.num_processes)?;
         if let Some(size) = self.generation_batch_size {
+            let step = self.per_device_train_batch_size * self.num_processes;
             check(
                 "generation_batch_size",
-                size > 0 && size % self.per_device_train_batch_size == 0,
+                size > 0 && size % step == 0,
                 || {
                     format!(
-                        "must be a positive multiple of per_device_train_batch_size = {}, got {size}",
-                        self.per_device_train_batch_size
+                        "must be a positive multiple of per_device_train_batch_size × processes \
+                         = {step}, got {size}"
                     )
                 },
             )?;
@@ -373,21 +381,24 @@ impl GrpoConfig {
         self.epsilon_high.unwrap_or(self.epsilon)
     }
 
-    /// SPG on one process: `steps_per_generation`, or `generation_batch_size /
-    /// per_device_train_batch_size`, or `gradient_accumulation_steps`.
+    /// SPG: `steps_per_generation`, or `generation_batch_size / (per_device_train_batch_size ×
+    /// processes)`, or `gradient_accumulation_steps`.
     pub fn steps_per_generation(&self) -> usize {
         match (self.steps_per_generation, self.generation_batch_size) {
             (Some(steps), _) => steps,
-            (None, Some(size)) => size / self.per_device_train_batch_size.max(1),
+            (None, Some(size)) => {
+                size / (self.per_device_train_batch_size * self.num_processes).max(1)
+            }
             (None, None) => self.gradient_accumulation_steps,
         }
     }
 
-    /// Completions per generation batch on one process: `per_device_train_batch_size ×
-    /// steps_per_generation`.
+    /// Completions per generation batch over all processes: `per_device_train_batch_size ×
+    /// processes × steps_per_generation`.
     pub fn generation_batch_size(&self) -> usize {
-        self.generation_batch_size
-            .unwrap_or(self.per_device_train_batch_size * self.steps_per_generation())
+        self.generation_batch_size.unwrap_or(
+            self.per_device_train_batch_size * self.num_processes * self.steps_per_generation(),
+        )
     }
 
     /// The per-token objective's parameters (ε_low, ε_high, β and the KL bias correction).

@@ -63,8 +63,9 @@ pub fn predict<D: Kernels<f32>>(
             .iter()
             .map(|t| tokenizer.encode(&prompter.render(t)?, prompter.add_special_tokens()))
             .collect::<Result<Vec<_>>>()?;
+        // Rows are numbered across batches, so a task's sample does not depend on `batch`.
         let config = SamplingConfig {
-            seed: sampling.seed.wrapping_add(b as u64),
+            first_row: (b * batch.max(1)) as u64,
             ..sampling.clone()
         };
         let generation = generate(model, &prompts, &config)?;

@@ -21,8 +21,20 @@ pub struct Packed {
 
 /// Packs `(prompt, completion)` pairs; `pad` fills the padding (masked out).
 pub fn pack(pairs: &[(&[u32], &[u32])], pad: u32) -> Result<Packed> {
+    pack_to(pairs, pad, (0, 0))
+}
+
+/// [`pack`] into at least `(prompt, completion)` columns: a data-parallel rank packs its share
+/// of a micro-batch as wide as the whole micro-batch, so that its rows go through the same
+/// shapes, and round the same, as in one process.
+pub fn pack_to(pairs: &[(&[u32], &[u32])], pad: u32, at_least: (usize, usize)) -> Result<Packed> {
     let p = pairs.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
     let c = pairs.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+    let (p, c) = if p == 0 || c == 0 {
+        (p, c)
+    } else {
+        (p.max(at_least.0), c.max(at_least.1))
+    };
     if pairs.is_empty() || p == 0 || c == 0 {
         return Err(Error::Training {
             reason: "a batch needs at least one prompt token and one completion token".into(),
@@ -55,6 +67,14 @@ pub fn pack(pairs: &[(&[u32], &[u32])], pad: u32) -> Result<Packed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packing_to_a_width_pads_more() {
+        let packed = pack_to(&[(&[1], &[3])], 0, (2, 3)).unwrap();
+        assert_eq!(packed.completion_start, 2);
+        assert_eq!(packed.batch.ids(), &[0, 1, 3, 0, 0]);
+        assert_eq!(packed.completion_mask, vec![1.0, 0.0, 0.0]);
+    }
 
     #[test]
     fn prompts_left_completions_right() {

@@ -12,6 +12,16 @@
 //! 0`); otherwise the ratio is taken against the detached current log-probs. Reference
 //! log-probs are computed only when β > 0, with the frozen initial weights.
 //!
+//! Data-parallel ranks ([`crate::ranks`]) train as one process with the same global batch would:
+//! the prompts of a generation batch are dealt to ranks in whole groups; each rank samples (row
+//! by row from the row's own generator), executes and scores its share; the completions and
+//! rewards are gathered, so that every rank computes the group statistics, advantages, metrics
+//! and loss normalisers of the whole batch; every micro-batch is the one process's micro-batch
+//! of `per_device_train_batch_size × ranks` rows, of which each rank computes its own
+//! `per_device_train_batch_size` rows with token weights of the whole micro-batch; and the
+//! gradients are summed over ranks before clipping and AdamW, so that every rank holds the same
+//! parameters after every step. Rank 0 alone writes the run's files.
+//!
 //! Reproducibility: every random choice (the prompt order of each epoch, the sampling of each
 //! generation batch, the shuffle of each generation batch) draws from a generator seeded with
 //! `seed` and the counter of that epoch or batch, so a run is a function of its seed, and a run
@@ -38,9 +48,10 @@ use crate::grpo::metrics::{completion_metrics, reward_metrics};
 use crate::grpo::{GroupStats, GrpoConfig, GrpoError, Normalisation, rewards};
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
 use crate::predict::patch::completion_patch;
+use crate::ranks::Ranks;
 use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
-use crate::train::batch::{Packed, pack};
+use crate::train::batch::{Packed, pack_to};
 use crate::train::grpo_objective::{MicroBatch, ObjectiveSums, grpo_loss};
 use crate::train::plan::PlanInputs;
 use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
@@ -65,6 +76,8 @@ pub struct GrpoInputs<'a> {
     pub rewards: &'a dyn RewardFunctions,
     /// Runs each completion's patch first when given (`--execute`), filling `Sample.execution`.
     pub executor: Option<&'a dyn Executor>,
+    /// The data-parallel ranks this process is one of ([`Ranks::single`] alone).
+    pub ranks: Ranks,
 }
 
 /// One micro-batch of a generation batch, with everything its loss needs.
@@ -159,12 +172,13 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// from: needed when β > 0 (an error without it), dropped unused when β = 0, where TRL
     /// loads no reference model either (pass `None` then, so that no copy is ever made).
     pub fn new(
-        config: GrpoConfig,
+        mut config: GrpoConfig,
         inputs: GrpoInputs<'a>,
         mut policy: CausalLm<f32, D>,
         reference: Option<CausalLm<f32, D>>,
         resume: Option<(AdamW<f32, D>, RunState)>,
     ) -> Result<Self> {
+        config.num_processes = inputs.ranks.world_size();
         config.validate().map_err(Error::GrpoConfig)?;
         check_supported(&config)?;
         policy.gradient_checkpointing = config.gradient_checkpointing;
@@ -216,6 +230,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                         ),
                     });
                 }
+                state.check_ranks(inputs.ranks.world_size())?;
                 optimizer.config = adamw_config(&config);
                 (optimizer, state)
             }
@@ -224,6 +239,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                 RunState {
                     kind: "grpo".into(),
                     total_steps: total_steps as u64,
+                    num_processes: inputs.ranks.world_size() as u64,
                     ..RunState::default()
                 },
             ),
@@ -272,7 +288,13 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             gradient_checkpointing: self.policy.gradient_checkpointing,
             logits_chunk_rows: self.policy.logits_chunk_rows,
             reference: self.reference.is_some(),
-            generation: Some((self.config.generation_batch_size(), prompt + completion)),
+            // This rank samples its share of each generation batch.
+            generation: Some((
+                self.config
+                    .generation_batch_size()
+                    .div_ceil(self.inputs.ranks.world_size()),
+                prompt + completion,
+            )),
         }
     }
 
@@ -283,20 +305,33 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
 
     /// Runs the remaining steps, appending each step's metrics to `output`'s log, calling
     /// `on_step` after each, and checkpointing as `output` says (always after the last step).
+    /// `output` is rank 0's alone (`None` on the other ranks, which write nothing).
     pub fn train(
         &mut self,
-        output: &mut RunOutput,
+        mut output: Option<&mut RunOutput>,
         on_step: &mut dyn FnMut(&StepMetrics, &RunState),
     ) -> Result<()> {
+        let mut first = true;
         while !self.finished() {
             let metrics = self.step()?;
-            output.metrics.append(&metrics)?;
+            // The ranks' parameters agree after this process's first step and the last (checked).
+            if std::mem::take(&mut first) || self.finished() {
+                self.inputs
+                    .ranks
+                    .check_same_params(&self.policy.params, metrics.step)?;
+            }
             on_step(&metrics, &self.state);
+            let Some(output) = output.as_deref_mut() else {
+                continue;
+            };
+            output.metrics.append(&metrics)?;
             let at_boundary = self
                 .state
                 .micro_step
                 .is_multiple_of(generate_every(&self.config));
-            if at_boundary && (output.due(self.state.step) || self.finished()) {
+            // The last step always saves, also inside a generation batch (such a checkpoint
+            // holds the final weights but does not resume: `new` refuses it).
+            if (at_boundary && output.due(self.state.step)) || self.finished() {
                 output.save(&self.policy, &self.optimizer, &self.state)?;
             }
         }
@@ -326,6 +361,11 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             loss += value;
             self.state.micro_step += 1;
         }
+        let ranks = &self.inputs.ranks;
+        ranks.all_reduce_grads(&self.policy.params, &mut grads)?;
+        let mut total = [loss];
+        ranks.sum(&mut total)?;
+        let [loss] = total;
         let lr = self.schedule.lr(self.state.step as usize);
         self.optimizer.config.lr = lr;
         let stats = self.optimizer.step(&mut self.policy.params, &mut grads);
@@ -370,16 +410,26 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     ///
     /// The phases run in this order (and draw their random numbers from their own seeded
     /// streams): sampling, scoring, the completion metrics, then the shuffle into micro-batches.
+    ///
+    /// With several ranks, this rank samples, executes and scores its share of the prompts
+    /// ([`Ranks::share`], whole groups), and the completions and rewards of all shares are
+    /// gathered in prompt order before anything else uses them.
     fn generate_batch(&mut self, acc: &mut MetricsAccumulator) -> Result<()> {
         let tasks = self.batch_tasks();
         let prompts: Vec<Vec<u32>> = tasks.iter().map(|&t| self.prompts[t].clone()).collect();
-        let (generation, executions) = self.sample_completions(&tasks, &prompts)?;
+        let g = self.config.num_generations;
+        let share = self.inputs.ranks.share(tasks.len() / g);
+        let rows = share.start * g..share.end * g;
+        let (generation, executions) =
+            self.sample_completions(&tasks[rows.clone()], &prompts[rows.clone()], rows.start)?;
         let texts = generation
             .completions
             .iter()
             .map(|c| self.inputs.tokenizer.decode(c, true))
             .collect::<Result<Vec<_>>>()?;
-        let advantages = self.advantages(&tasks, &texts, executions, acc)?;
+        let per_func = self.score(&tasks[rows.clone()], rows.start, &texts, executions)?;
+        let (generation, per_func) = self.gather(generation, per_func)?;
+        let advantages = self.advantages(&per_func, acc)?;
         self.record_completions(&prompts, &generation, acc)?;
         let masked = self.loss_masked(&generation.finished);
         self.buffer_micro_batches(&ScoredBatch {
@@ -413,18 +463,24 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             eos_token_ids: self.policy.config.eos_token_ids.clone(),
             pad_token_id: self.pad,
             seed: derive_seed(self.config.seed, STREAM_SAMPLING, self.state.generation),
+            first_row: 0,
         }
     }
 
-    /// Samples a completion for every row. With an executor (`--execute`), each completion
-    /// goes to it as soon as it is final, so that its sandbox runs while the other rows are
-    /// still being sampled; without one, the executions are all `None`.
+    /// Samples a completion for every row (`first_row` is the first row's index in the
+    /// generation batch). With an executor (`--execute`), each completion goes to it as soon as
+    /// it is final, so that its sandbox runs while the other rows are still being sampled;
+    /// without one, the executions are all `None`.
     fn sample_completions(
         &self,
         tasks: &[usize],
         prompts: &[Vec<u32>],
+        first_row: usize,
     ) -> Result<(Generation, Vec<Option<PendingExecution>>)> {
-        let sampling = self.sampling_config();
+        let sampling = SamplingConfig {
+            first_row: first_row as u64,
+            ..self.sampling_config()
+        };
         let Some(executor) = self.inputs.executor else {
             let generation = generate(&self.policy, prompts, &sampling)?;
             return Ok((generation, (0..tasks.len()).map(|_| None).collect()));
@@ -436,15 +492,16 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         Ok((generation, submitter.finish()?))
     }
 
-    /// Scores every row with the reward functions (waiting for its execution first, when it
-    /// has one) and turns the rewards into group advantages; records the reward metrics.
-    fn advantages(
+    /// Scores every row (the first is row `first_row` of the generation batch) with the reward
+    /// functions, waiting for its execution first when it has one: `result[i][k]` is function
+    /// `k`'s reward for row `i`.
+    fn score(
         &self,
         tasks: &[usize],
+        first_row: usize,
         texts: &[String],
         executions: Vec<Option<PendingExecution>>,
-        acc: &mut MetricsAccumulator,
-    ) -> Result<Vec<f64>> {
+    ) -> Result<Vec<Vec<Option<f64>>>> {
         let samples: Vec<Sample> = tasks
             .iter()
             .zip(texts)
@@ -452,19 +509,57 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             .enumerate()
             .map(|(i, ((&t, text), execution))| {
                 let execution = execution.map(PendingExecution::wait).transpose()?;
-                Ok(self.sample(t, i, text, execution))
+                Ok(self.sample(t, first_row + i, text, execution))
             })
             .collect::<Result<_>>()?;
         let per_func = self.inputs.rewards.score(&samples)?;
+        rewards::check_shape(&per_func, &self.inputs.rewards.weights())
+            .map_err(|e| self.batch_error(e))?;
+        Ok(per_func)
+    }
+
+    /// Every rank's completions and rewards, concatenated in rank order (= row order, since
+    /// ranks hold consecutive shares).
+    fn gather(
+        &self,
+        generation: Generation,
+        per_func: Vec<Vec<Option<f64>>>,
+    ) -> Result<(Generation, Vec<Vec<Option<f64>>>)> {
+        let ranks = &self.inputs.ranks;
+        if ranks.world_size() == 1 {
+            return Ok((generation, per_func));
+        }
+        let shares = ranks.gather((generation.completions, generation.finished, per_func))?;
+        let mut all = (
+            Generation {
+                completions: Vec::new(),
+                finished: Vec::new(),
+            },
+            Vec::new(),
+        );
+        for (completions, finished, per_func) in shares {
+            all.0.completions.extend(completions);
+            all.0.finished.extend(finished);
+            all.1.extend(per_func);
+        }
+        Ok(all)
+    }
+
+    /// Turns the whole batch's rewards into group advantages; records the reward metrics.
+    fn advantages(
+        &self,
+        per_func: &[Vec<Option<f64>>],
+        acc: &mut MetricsAccumulator,
+    ) -> Result<Vec<f64>> {
         let weights = self.inputs.rewards.weights();
-        rewards::check_shape(&per_func, &weights).map_err(|e| self.batch_error(e))?;
-        let aggregated = rewards::aggregate(&per_func, &weights);
+        rewards::check_shape(per_func, &weights).map_err(|e| self.batch_error(e))?;
+        let aggregated = rewards::aggregate(per_func, &weights);
         let stats = GroupStats::new(&aggregated, self.config.num_generations)
             .map_err(|e| self.batch_error(e))?;
         let advantages = stats.advantages(self.config.scale_rewards, TRL_STD_EPS);
         acc.record_all(reward_metrics(
             &stats,
-            &per_func,
+            per_func,
             &self.inputs.rewards.names(),
         ));
         Ok(advantages)
@@ -495,10 +590,12 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         finished.iter().map(|&f| mask_truncated && !f).collect()
     }
 
-    /// Shuffles the batch's rows with the batch's own seed and buffers them as micro-batches of
-    /// `per_device_train_batch_size` rows.
+    /// Shuffles the batch's rows with the batch's own seed into micro-batches of
+    /// `per_device_train_batch_size × ranks` rows, and buffers this rank's share of each.
     fn buffer_micro_batches(&mut self, batch: &ScoredBatch) -> Result<()> {
-        // The dapo normaliser counts the unmasked tokens of the whole generation batch.
+        // The dapo normaliser counts the unmasked tokens of the whole generation batch, over all
+        // ranks; the ranks' gradients are summed, not averaged, so it is divided by no process
+        // count (P = 1).
         let num_items: f64 = batch
             .completions
             .iter()
@@ -515,26 +612,62 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         ));
         order.shuffle(&mut rng);
         self.buffer.clear();
-        for rows in order.chunks(self.config.per_device_train_batch_size) {
-            let micro_batch = self.micro_batch(batch, rows, &norm)?;
+        let ranks = &self.inputs.ranks;
+        let global = self.config.per_device_train_batch_size * ranks.world_size();
+        for rows in order.chunks(global) {
+            let mine = &rows[ranks.share(rows.len())];
+            let weights = self.row_weights(batch, rows, &norm);
+            let width = (
+                rows.iter()
+                    .map(|&i| batch.prompts[i].len())
+                    .max()
+                    .unwrap_or(0),
+                rows.iter()
+                    .map(|&i| batch.completions[i].len())
+                    .max()
+                    .unwrap_or(0),
+            );
+            let micro_batch =
+                self.micro_batch(batch, mine, &weights[ranks.share(rows.len())], width)?;
             self.buffer.push(micro_batch);
         }
         Ok(())
     }
 
-    /// The micro-batch of `rows` of `batch`: packed sequences, loss mask, token weights, and
-    /// the old and reference log-probs when the loss needs them.
-    fn micro_batch(
+    /// The token weights of the rows `rows` of `batch` that form one micro-batch (over all
+    /// ranks), each row as long as its completion.
+    fn row_weights(
         &self,
         batch: &ScoredBatch,
         rows: &[usize],
         norm: &Normalisation,
+    ) -> Vec<Vec<f64>> {
+        let mask: Vec<Vec<f64>> = rows
+            .iter()
+            .map(|&i| {
+                let m = if batch.masked[i] { 0.0 } else { 1.0 };
+                vec![m; batch.completions[i].len()]
+            })
+            .collect();
+        norm.token_weights(self.config.loss_type, &mask)
+    }
+
+    /// The micro-batch of `rows` of `batch` (`row_weights`: their token weights, from
+    /// [`Self::row_weights`]; `width`: the whole micro-batch's prompt and completion widths):
+    /// packed sequences, loss mask, token weights, and the old and reference log-probs when the
+    /// loss needs them.
+    fn micro_batch(
+        &self,
+        batch: &ScoredBatch,
+        rows: &[usize],
+        row_weights: &[Vec<f64>],
+        width: (usize, usize),
     ) -> Result<BufferedMicroBatch> {
         let pairs: Vec<(&[u32], &[u32])> = rows
             .iter()
             .map(|&i| (batch.prompts[i].as_slice(), batch.completions[i].as_slice()))
             .collect();
-        let packed = pack(&pairs, self.pad)?;
+        let packed = pack_to(&pairs, self.pad, width)?;
         let c = packed.completion_len;
         let mut mask = packed.completion_mask.clone();
         for (r, &i) in rows.iter().enumerate() {
@@ -542,10 +675,14 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                 mask[r * c..(r + 1) * c].iter_mut().for_each(|m| *m = 0.0);
             }
         }
-        let mask_rows: Vec<Vec<f64>> = mask.chunks(c).map(<[f64]>::to_vec).collect();
-        let weights = norm
-            .token_weights(self.config.loss_type, &mask_rows)
-            .concat();
+        let weights: Vec<f64> = row_weights
+            .iter()
+            .flat_map(|w| {
+                w.iter()
+                    .copied()
+                    .chain(std::iter::repeat_n(0.0, c - w.len()))
+            })
+            .collect();
         let temperature = self.config.temperature;
         let logps_of = |model: &CausalLm<f32, D>| -> Result<Vec<f64>> {
             let out =
@@ -624,18 +761,39 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         let (loss, sums) = grpo_loss(out.logps, &batch, &params)?;
         let value = f64::from(loss.as_vec()[0]);
         let grads = self.policy.params.keep_param_grads(loss.backward());
-        record_loss_metrics(acc, &sums, &params, &entropy, &mb.mask);
+        let entropy_sum: f64 = entropy
+            .iter()
+            .zip(&mb.mask)
+            .map(|(&e, &m)| f64::from(e) * m)
+            .sum();
+        // The metrics are the whole micro-batch's, over all ranks.
+        let mut totals = [
+            sums.tokens,
+            sums.low_clipped,
+            sums.high_clipped,
+            sums.kl,
+            entropy_sum,
+        ];
+        self.inputs.ranks.sum(&mut totals)?;
+        let [tokens, low_clipped, high_clipped, kl, entropy_sum] = totals;
+        let sums = ObjectiveSums {
+            tokens,
+            low_clipped,
+            high_clipped,
+            kl,
+        };
+        record_loss_metrics(acc, &sums, &params, entropy_sum);
         Ok((value, grads))
     }
 }
 
-/// TRL's per-micro-batch loss metrics: masked means, averaged over micro-batches at logging.
+/// TRL's per-micro-batch loss metrics: masked means, averaged over micro-batches at logging
+/// (`entropy_sum`: the masked sum of the tokens' entropies).
 fn record_loss_metrics(
     acc: &mut MetricsAccumulator,
     sums: &ObjectiveSums,
     params: &ObjectiveParams,
-    entropy: &[f32],
-    mask: &[f64],
+    entropy_sum: f64,
 ) {
     let tokens = sums.tokens;
     let share = |x: f64| if tokens > 0.0 { x / tokens } else { f64::NAN };
@@ -650,11 +808,6 @@ fn record_loss_metrics(
     if params.kl.is_some() {
         acc.record("kl", share(sums.kl));
     }
-    let entropy_sum: f64 = entropy
-        .iter()
-        .zip(mask)
-        .map(|(&e, &m)| f64::from(e) * m)
-        .sum();
     acc.record("entropy", share(entropy_sum));
 }
 

@@ -48,7 +48,7 @@ impl RunOutput {
 
     /// The checkpoint directory of `step`.
     pub fn checkpoint_path(&self, step: u64) -> PathBuf {
-        self.checkpoint_dir.join(format!("checkpoint-{step}"))
+        checkpoint_path(&self.checkpoint_dir, step)
     }
 
     /// Saves a checkpoint at the state's step.
@@ -85,6 +85,11 @@ impl RunOutput {
             tokenizer_json,
         })
     }
+}
+
+/// Where a run writing to `dir` puts the checkpoint of `step`: `<dir>/checkpoint-<step>`.
+pub fn checkpoint_path(dir: &Path, step: u64) -> PathBuf {
+    dir.join(format!("checkpoint-{step}"))
 }
 
 /// Metric values recorded during one optimiser step (several micro-batches or generation

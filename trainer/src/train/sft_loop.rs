@@ -6,6 +6,11 @@
 //!
 //! Examples are visited epoch by epoch in a seeded order; like GRPO, the run is a function of
 //! its seed and resumes exactly from a checkpoint.
+//!
+//! With data-parallel ranks ([`crate::ranks`]), every micro-batch is the one process's
+//! micro-batch of `per_device_train_batch_size × ranks` examples, each rank computing its share
+//! with the loss normalised by the completion tokens of the whole step; losses, metric counts
+//! and gradients are summed over ranks before clipping and AdamW.
 
 use std::time::Instant;
 
@@ -20,9 +25,10 @@ use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::grpo::config::LrSchedulerType;
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
+use crate::ranks::Ranks;
 use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
-use crate::train::batch::pack;
+use crate::train::batch::pack_to;
 use crate::train::plan::PlanInputs;
 use crate::train::schedule::Schedule;
 use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
@@ -160,16 +166,19 @@ pub struct SftTrainer<D: Kernels<f32>> {
     pub state: RunState,
     schedule: Schedule,
     pad: u32,
+    ranks: Ranks,
 }
 
 impl<D: Kernels<f32>> SftTrainer<D> {
-    /// Prepares a run; `resume` continues from a checkpoint's optimiser and state.
+    /// Prepares a run on `ranks` (this process is one of them; [`Ranks::single`] alone);
+    /// `resume` continues from a checkpoint's optimiser and state.
     pub fn new(
         config: SftConfig,
         examples: &[SftExample],
         tokenizer: &Tokenizer,
         mut model: CausalLm<f32, D>,
         resume: Option<(AdamW<f32, D>, RunState)>,
+        ranks: Ranks,
     ) -> Result<Self> {
         config.validate()?;
         model.gradient_checkpointing = config.gradient_checkpointing;
@@ -204,7 +213,9 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                 Ok((prompt, completion))
             })
             .collect::<Result<Vec<_>>>()?;
-        let per_step = config.per_device_train_batch_size * config.gradient_accumulation_steps;
+        let per_step = config.per_device_train_batch_size
+            * config.gradient_accumulation_steps
+            * ranks.world_size();
         let total = if config.max_steps > 0 {
             config.max_steps as u64
         } else {
@@ -213,6 +224,7 @@ impl<D: Kernels<f32>> SftTrainer<D> {
         };
         let (optimizer, state) = match resume {
             Some((mut opt, state)) if state.kind == "sft" => {
+                state.check_ranks(ranks.world_size())?;
                 opt.config = config.adamw();
                 (opt, state)
             }
@@ -226,6 +238,7 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                 RunState {
                     kind: "sft".into(),
                     total_steps: total,
+                    num_processes: ranks.world_size() as u64,
                     ..RunState::default()
                 },
             ),
@@ -245,6 +258,7 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             optimizer,
             state,
             schedule,
+            ranks,
         })
     }
 
@@ -276,16 +290,25 @@ impl<D: Kernels<f32>> SftTrainer<D> {
         self.state.step >= self.state.total_steps
     }
 
-    /// Runs the remaining steps, logging and checkpointing like GRPO.
+    /// Runs the remaining steps, logging and checkpointing like GRPO (`output`: rank 0's alone).
     pub fn train(
         &mut self,
-        output: &mut RunOutput,
+        mut output: Option<&mut RunOutput>,
         on_step: &mut dyn FnMut(&StepMetrics, &RunState),
     ) -> Result<()> {
+        let mut first = true;
         while !self.finished() {
             let metrics = self.step()?;
-            output.metrics.append(&metrics)?;
+            // The ranks' parameters agree after this process's first step and the last (checked).
+            if std::mem::take(&mut first) || self.finished() {
+                self.ranks
+                    .check_same_params(&self.model.params, metrics.step)?;
+            }
             on_step(&metrics, &self.state);
+            let Some(output) = output.as_deref_mut() else {
+                continue;
+            };
+            output.metrics.append(&metrics)?;
             if output.due(self.state.step) || self.finished() {
                 output.save(&self.model, &self.optimizer, &self.state)?;
             }
@@ -305,7 +328,8 @@ impl<D: Kernels<f32>> SftTrainer<D> {
     /// One optimiser step over `gradient_accumulation_steps` micro-batches.
     pub fn step(&mut self) -> Result<StepMetrics> {
         let started = Instant::now();
-        let bs = self.config.per_device_train_batch_size as u64;
+        // Examples per micro-batch over all ranks.
+        let bs = (self.config.per_device_train_batch_size * self.ranks.world_size()) as u64;
         let micro: Vec<Vec<usize>> = (0..self.config.gradient_accumulation_steps as u64)
             .map(|m| {
                 let first = (self.state.micro_step + m) * bs;
@@ -317,19 +341,32 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             .flatten()
             .map(|&i| self.examples[i].1.len())
             .sum();
+        let seen: u64 = micro
+            .iter()
+            .flatten()
+            .map(|&i| (self.examples[i].0.len() + self.examples[i].1.len()) as u64)
+            .sum();
         let mut acc = MetricsAccumulator::default();
         let mut grads = self.model.params.alloc_grads();
-        let (mut loss_sum, mut seen) = (0.0, 0u64);
+        let mut loss_sum = 0.0;
         for rows in &micro {
+            // Packed as wide as the whole micro-batch (over all ranks).
+            let width = (
+                rows.iter()
+                    .map(|&i| self.examples[i].0.len())
+                    .max()
+                    .unwrap_or(0),
+                rows.iter()
+                    .map(|&i| self.examples[i].1.len())
+                    .max()
+                    .unwrap_or(0),
+            );
+            let rows = &rows[self.ranks.share(rows.len())];
             let pairs: Vec<(&[u32], &[u32])> = rows
                 .iter()
                 .map(|&i| (self.examples[i].0.as_slice(), self.examples[i].1.as_slice()))
                 .collect();
-            seen += pairs
-                .iter()
-                .map(|(p, c)| (p.len() + c.len()) as u64)
-                .sum::<u64>();
-            let packed = pack(&pairs, self.pad)?;
+            let packed = pack_to(&pairs, self.pad, width)?;
             let out = self
                 .model
                 .token_logps(&packed.batch, packed.completion_start, 1.0, grads)?;
@@ -346,12 +383,21 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                 .zip(&packed.completion_mask)
                 .map(|(&e, &m)| f64::from(e) * m)
                 .sum();
+            // The whole micro-batch's mean, over all ranks.
+            let mut totals = [entropy_sum, tokens];
+            self.ranks.sum(&mut totals)?;
+            let [entropy_sum, tokens] = totals;
             acc.record("entropy", entropy_sum / tokens.max(1.0));
             let dev = out.logps.device().clone();
             let loss = (out.logps * dev.tensor_from_vec(weights, (rows_n, cols))).sum::<(), _>();
             loss_sum += f64::from(loss.as_vec()[0]);
             grads = self.model.params.keep_param_grads(loss.backward());
         }
+        self.ranks
+            .all_reduce_grads(&self.model.params, &mut grads)?;
+        let mut total = [loss_sum];
+        self.ranks.sum(&mut total)?;
+        let [loss_sum] = total;
         self.state.micro_step += micro.len() as u64;
         self.state.num_tokens += seen;
         let lr = self.schedule.lr(self.state.step as usize);
@@ -448,8 +494,15 @@ mod tests {
             add_special_tokens: true,
         });
         let model = CausalLm::<f32, Cpu>::load(&fixture, &Cpu::default()).unwrap();
-        let trainer =
-            SftTrainer::new(SftConfig::default(), &examples, &tokenizer, model, None).unwrap();
+        let trainer = SftTrainer::new(
+            SftConfig::default(),
+            &examples,
+            &tokenizer,
+            model,
+            None,
+            Ranks::single(),
+        )
+        .unwrap();
         let templated = &trainer.examples[0].0;
         assert_eq!(templated[0], BOS);
         assert_ne!(templated[1], BOS, "two BOS tokens: {templated:?}");

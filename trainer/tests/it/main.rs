@@ -9,6 +9,7 @@ mod model_kernels;
 mod model_logits;
 mod model_memory;
 mod model_optim;
+mod ranks;
 mod relocatable;
 mod tokenizer_asset;
 mod train_objective;

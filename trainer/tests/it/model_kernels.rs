@@ -302,17 +302,18 @@ fn blocks_forward(
     cpu::linear(last, head, None, None).as_vec()
 }
 
-/// Generation through the blocks, one row after another (what `generate` did before it
-/// sampled rows in parallel from pre-drawn numbers): the completions and every step's logits.
+/// Generation through the blocks, one row after another, each from its own generator: the
+/// completions and every step's logits.
 fn blocks_generate(
     model: &CausalLm<f32, Cpu>,
     prompts: &[Vec<u32>],
     cfg: &swerve_trainer::generate::SamplingConfig,
 ) -> (Vec<Vec<u32>>, Vec<Vec<f32>>) {
-    use rand::SeedableRng;
     let rows = prompts.len();
     let vocab = model.config.vocab_size;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(cfg.seed);
+    let mut rngs: Vec<_> = (0..rows)
+        .map(|r| swerve_trainer::generate::row_rng(cfg, r))
+        .collect();
     let mut cache = BlocksCache {
         layers: Vec::new(),
         key_mask: Vec::new(),
@@ -333,7 +334,7 @@ fn blocks_generate(
                 .iter()
                 .map(|&x| f64::from(x))
                 .collect();
-            let token = swerve_trainer::generate::sample(&row_logits, cfg, &mut rng);
+            let token = swerve_trainer::generate::sample(&row_logits, cfg, &mut rngs[row]);
             completions[row].push(token);
             finished[row] = cfg.eos_token_ids.contains(&token);
             next[row] = token;
@@ -391,6 +392,7 @@ fn host_decoding_samples_what_the_fused_blocks_sample() {
             max_new_tokens: 24,
             eos_token_ids: vec![5, 6],
             pad_token_id: 0,
+            first_row: 0,
         };
         let (want, want_logits) = blocks_generate(&model, &prompts, &cfg);
         let got = generate(&model, &prompts, &cfg).unwrap();

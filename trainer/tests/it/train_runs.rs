@@ -14,6 +14,7 @@ use swerve_trainer::data::{PromptStyle, SftExample};
 use swerve_trainer::grpo::GrpoConfig;
 use swerve_trainer::model::CausalLm;
 use swerve_trainer::prompt::PromptFormat;
+use swerve_trainer::ranks::Ranks;
 use swerve_trainer::report::metrics_log::{self, ReportTo, StepMetrics};
 use swerve_trainer::tokenizer::Tokenizer;
 use swerve_trainer::train::RunOutput;
@@ -122,6 +123,7 @@ fn grpo_run(
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: None,
+            ranks: Ranks::single(),
         },
         policy,
         (config.beta > 0.0).then(|| initial.clone()),
@@ -222,10 +224,11 @@ fn sft_loss_decreases() {
         warmup_steps: 2,
         ..SftConfig::default()
     };
-    let mut trainer = SftTrainer::new(config, &examples, &tokenizer, model, None).unwrap();
+    let mut trainer =
+        SftTrainer::new(config, &examples, &tokenizer, model, None, Ranks::single()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut output = RunOutput::in_dir(dir.path(), 0, 0, None, ReportTo::Jsonl).unwrap();
-    trainer.train(&mut output, &mut |_, _| {}).unwrap();
+    trainer.train(Some(&mut output), &mut |_, _| {}).unwrap();
     let history = metrics_log::read(output.metrics.path()).unwrap();
     let loss = |i: usize| history[i].get("loss").unwrap();
     assert_eq!(history.len(), 30);
@@ -278,6 +281,7 @@ fn every_completion_is_executed_before_it_is_scored() {
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: Some(&executor),
+            ranks: Ranks::single(),
         },
         initial,
         None,

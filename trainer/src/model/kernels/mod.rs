@@ -338,6 +338,13 @@ pub trait Kernels<E: Dtype>: Device<E> {
         reference::adamw_update(p, grads, m, v, h)
     }
 
+    /// Sums `t`'s gradient in `grads` over all `ranks`, in place (data-parallel training).
+    fn all_reduce_grad<S: Shape>(
+        grads: &mut Gradients<E, Self>,
+        t: &Tensor<S, E, Self>,
+        ranks: &crate::ranks::Ranks,
+    ) -> crate::error::Result<()>;
+
     /// Frees the buffer of `t`'s gradient in `grads` where the device can (the CPU), once no one
     /// reads it again; elsewhere the buffer stays until the store is dropped.
     fn release_grad<S: Shape>(_grads: &mut Gradients<E, Self>, _t: &Tensor<S, E, Self>) {}
@@ -585,6 +592,14 @@ macro_rules! cpu_kernels {
                 }
             }
 
+            fn all_reduce_grad<S: Shape>(
+                grads: &mut Gradients<$f, Self>,
+                t: &Tensor<S, $f, Self>,
+                ranks: &crate::ranks::Ranks,
+            ) -> crate::error::Result<()> {
+                crate::ranks::all_reduce_cpu_grad(grads, t, ranks)
+            }
+
             fn grad_sq_sum<S: Shape>(
                 grads: &mut Gradients<$f, Self>,
                 t: &Tensor<S, $f, Self>,
@@ -628,8 +643,21 @@ macro_rules! cpu_kernels {
 
 cpu_kernels!(f32, f64);
 
-// CUDA runs dfdx's own operations (the trait's default methods).
+// CUDA runs dfdx's own operations (the trait's default methods); gradients are summed over
+// ranks by NCCL or through the host (crate::ranks).
 #[cfg(feature = "cuda")]
-impl Kernels<f32> for Cuda {}
+macro_rules! cuda_kernels {
+    ($($f:ty),*) => {$(
+        impl Kernels<$f> for Cuda {
+            fn all_reduce_grad<S: Shape>(
+                grads: &mut Gradients<$f, Self>,
+                t: &Tensor<S, $f, Self>,
+                ranks: &crate::ranks::Ranks,
+            ) -> crate::error::Result<()> {
+                crate::ranks::all_reduce_cuda_grad(grads, t, ranks)
+            }
+        }
+    )*};
+}
 #[cfg(feature = "cuda")]
-impl Kernels<f64> for Cuda {}
+cuda_kernels!(f32, f64);
