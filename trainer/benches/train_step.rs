@@ -649,15 +649,15 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// `--ranks`: `trainer sft` as one process and as two ranks on the same global batch.
+/// `--ranks`: `trainer sft` as one process and as two ranks on the same global batch,
+/// alternating `--rounds` times; medians over rounds of each run's median step.
 fn ranks_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
-    let trainer = Path::new(env!("CARGO_BIN_EXE_trainer"));
     let work = tempfile::tempdir()?;
     let tokenizer = crate_dir.join("assets/tiny/tokenizer.json");
     println!(
-        "| case | layout | per-device batch | step s | tokens/s | all-reduced per step | vs one process |"
+        "| case | layout | per-device batch | step s | tokens/s | all-reduced per step | all-reduce s | vs one process |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for case in CASES
         .iter()
         .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
@@ -671,8 +671,7 @@ fn ranks_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
         swerve_trainer::checkpoint::save(&model_dir, &model, Some(&tokenizer), None)?;
         let bytes = 4 * model.params.num_parameters();
         drop(model);
-        // Prompt and completion of about S/2 tokens each (the tokenizer's words: ~1 token per
-        // word), distinct per example.
+        // Prompts and completions of the fixture vocabulary's words, distinct per example.
         let words = |i: usize, n: usize| -> String {
             (0..n)
                 .map(|k| format!("w{}", (i * 7 + k * 13) % 97))
@@ -689,81 +688,120 @@ fn ranks_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
             .collect();
         let data = work.path().join(format!("{}.jsonl", case.name));
         std::fs::write(&data, pairs)?;
-        let mut one_step = None;
-        for (ranks, threads) in [(1, args.threads), (2, (args.threads / 2).max(1))] {
-            let out = work.path().join(format!("{}-{ranks}", case.name));
-            let batch = case.batch / ranks;
-            let mut cmd = if ranks == 1 {
-                Command::new(trainer)
-            } else {
-                let mut c = Command::new("mpirun");
-                c.args([
-                    "--allow-run-as-root",
-                    "--oversubscribe",
-                    "--bind-to",
-                    "none",
-                ])
-                .args(["-np", &ranks.to_string()])
-                .arg(trainer)
-                .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
-                c
-            };
-            cmd.arg("sft")
-                .arg("--model")
-                .arg(&model_dir)
-                .arg("--data")
-                .arg(&data)
-                .arg("--output")
-                .arg(&out)
-                .args(["--set", &format!("max_steps={}", args.steps + 1)])
-                .args(["--set", &format!("per_device_train_batch_size={batch}")])
-                .args([
-                    "--set",
-                    &format!("max_length={}", case.seq + case.completion),
-                ])
-                .args(["--report-to", "jsonl"])
-                .env("RAYON_NUM_THREADS", threads.to_string());
-            let status = cmd.output()?;
-            if !status.status.success() {
-                bail!(
-                    "trainer sft ({ranks} rank(s)): {}",
-                    String::from_utf8_lossy(&status.stderr)
-                );
-            }
-            let steps = swerve_trainer::report::metrics_log::read(&out.join("metrics.jsonl"))?;
-            let median = |name: &str| -> f64 {
-                let mut v: Vec<f64> = steps.iter().skip(1).filter_map(|m| m.get(name)).collect();
-                v.sort_by(f64::total_cmp);
-                v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-            };
-            let (step, rate) = (median("step_time"), median("tokens_per_second"));
-            let layout = if ranks == 1 {
-                format!("1 process × {threads} threads")
-            } else {
-                format!("{ranks} ranks × {threads} thread(s)")
-            };
-            let reduced = if ranks == 1 {
-                "—".to_owned()
-            } else {
-                format!("{:.1} MB", bytes as f64 / 1e6)
-            };
-            let ratio = match one_step {
-                None => {
-                    one_step = Some(step);
-                    "1.00×".to_owned()
+        let layouts = [(1, args.threads), (2, (args.threads / 2).max(1))];
+        // Per layout: (step s, tokens/s, all-reduce s) of each round.
+        let mut runs: Vec<Vec<(f64, f64, f64)>> = vec![Vec::new(); layouts.len()];
+        for _ in 0..args.rounds.max(1) {
+            for (k, &(ranks, threads)) in layouts.iter().enumerate() {
+                let out = work.path().join(format!("{}-{ranks}", case.name));
+                if out.exists() {
+                    std::fs::remove_dir_all(&out)?;
                 }
-                Some(base) => format!("{:.2}× the step time", step / base),
+                runs[k].push(sft_run(
+                    &model_dir, &data, &out, case, args.steps, ranks, threads,
+                )?);
+            }
+        }
+        let median = |v: Vec<f64>| -> f64 {
+            let mut v = v;
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        let mut one_step = f64::NAN;
+        for (k, &(ranks, threads)) in layouts.iter().enumerate() {
+            let step = median(runs[k].iter().map(|r| r.0).collect());
+            let rate = median(runs[k].iter().map(|r| r.1).collect());
+            let reduce = median(runs[k].iter().map(|r| r.2).collect());
+            let batch = case.batch / ranks;
+            let (layout, reduced, reduce_time, ratio) = if ranks == 1 {
+                one_step = step;
+                (
+                    format!("1 process × {threads} threads"),
+                    "—".to_owned(),
+                    "—".to_owned(),
+                    "1.00×".to_owned(),
+                )
+            } else {
+                (
+                    format!("{ranks} ranks × {threads} thread(s)"),
+                    format!("{:.1} MB", bytes as f64 / 1e6),
+                    format!("{reduce:.3}"),
+                    format!("{:.2}× the step time", step / one_step),
+                )
             };
             println!(
-                "| {} | {layout} | {batch} | {step:.3} | {rate:.0} | {reduced} | {ratio} |",
+                "| {} | {layout} | {batch} | {step:.3} | {rate:.0} | {reduced} | {reduce_time} | {ratio} |",
                 case.name
             );
             eprintln!(
                 "{}",
                 json!({"case": case.name, "ranks": ranks, "threads": threads, "step_s": step,
-                       "tokens_per_s": rate, "allreduce_bytes": if ranks > 1 { bytes } else { 0 }})
+                       "tokens_per_s": rate, "allreduce_s": reduce,
+                       "allreduce_bytes": if ranks > 1 { bytes } else { 0 }, "rounds": runs[k]})
             );
         }
     }
     Ok(())
+}
+
+/// One `trainer sft` run of `steps + 1` steps: the medians of step time, tokens/s and
+/// all-reduce time over the steps after the first.
+fn sft_run(
+    model_dir: &Path,
+    data: &Path,
+    out: &Path,
+    case: &Case,
+    steps: usize,
+    ranks: usize,
+    threads: usize,
+) -> anyhow::Result<(f64, f64, f64)> {
+    let trainer = Path::new(env!("CARGO_BIN_EXE_trainer"));
+    let mut cmd = if ranks == 1 {
+        Command::new(trainer)
+    } else {
+        let mut c = Command::new("mpirun");
+        c.args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .args(["-np", &ranks.to_string()])
+        .arg(trainer)
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none");
+        c
+    };
+    cmd.arg("sft")
+        .arg("--model")
+        .arg(model_dir)
+        .arg("--data")
+        .arg(data)
+        .arg("--output")
+        .arg(out)
+        .args(["--set", &format!("max_steps={}", steps + 1)])
+        .args([
+            "--set",
+            &format!("per_device_train_batch_size={}", case.batch / ranks),
+        ])
+        .args(["--set", &format!("max_length={}", case.seq)])
+        .args(["--report-to", "jsonl"])
+        .env("RAYON_NUM_THREADS", threads.to_string());
+    let status = cmd.output()?;
+    if !status.status.success() {
+        bail!(
+            "trainer sft ({ranks} rank(s)): {}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+    }
+    let logged = swerve_trainer::report::metrics_log::read(&out.join("metrics.jsonl"))?;
+    let median = |name: &str| -> f64 {
+        let mut v: Vec<f64> = logged.iter().skip(1).filter_map(|m| m.get(name)).collect();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    Ok((
+        median("step_time"),
+        median("tokens_per_second"),
+        median("allreduce_time"),
+    ))
 }

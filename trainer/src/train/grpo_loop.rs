@@ -362,7 +362,9 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             self.state.micro_step += 1;
         }
         let ranks = &self.inputs.ranks;
+        let reduce = Instant::now();
         ranks.all_reduce_grads(&self.policy.params, &mut grads)?;
+        let reduce = reduce.elapsed().as_secs_f64();
         let mut total = [loss];
         ranks.sum(&mut total)?;
         let [loss] = total;
@@ -386,6 +388,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                     / self.inputs.tasks.len() as f64,
             ),
         ]);
+        if self.inputs.ranks.world_size() > 1 {
+            // The collective's share of the step (swerve's own metric; several ranks only).
+            values.insert("allreduce_time".to_owned(), reduce);
+        }
         Ok(StepMetrics {
             step: self.state.step,
             values,

@@ -393,8 +393,10 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             loss_sum += f64::from(loss.as_vec()[0]);
             grads = self.model.params.keep_param_grads(loss.backward());
         }
+        let reduce = Instant::now();
         self.ranks
             .all_reduce_grads(&self.model.params, &mut grads)?;
+        let reduce = reduce.elapsed().as_secs_f64();
         let mut total = [loss_sum];
         self.ranks.sum(&mut total)?;
         let [loss_sum] = total;
@@ -421,6 +423,10 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                 (self.state.micro_step * bs) as f64 / self.examples.len() as f64,
             ),
         ]);
+        if self.ranks.world_size() > 1 {
+            // The collective's share of the step (swerve's own metric; several ranks only).
+            values.insert("allreduce_time".to_owned(), reduce);
+        }
         Ok(StepMetrics {
             step: self.state.step,
             values,

@@ -98,11 +98,19 @@ fn metrics_difference(one: &Path, two: &Path) -> (f64, f64) {
     let a = metrics_log::read(&one.join("metrics.jsonl")).unwrap();
     let b = metrics_log::read(&two.join("metrics.jsonl")).unwrap();
     assert_eq!(a.len(), b.len(), "steps logged");
-    let timing = ["step_time", "tokens_per_second"];
+    let timing = ["step_time", "tokens_per_second", "allreduce_time"];
     let (mut worst, mut worst_abs) = (0.0f64, 0.0f64);
     for (x, y) in a.iter().zip(&b) {
         assert_eq!(x.step, y.step);
-        let names = |m: &metrics_log::StepMetrics| m.values.keys().cloned().collect::<Vec<_>>();
+        // The ranks also log the time their gradient sum took.
+        assert!(y.get("allreduce_time").is_some_and(|t| t >= 0.0), "{y:?}");
+        let names = |m: &metrics_log::StepMetrics| {
+            m.values
+                .keys()
+                .filter(|n| *n != "allreduce_time")
+                .cloned()
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(x), names(y), "metric names at step {}", x.step);
         for (name, &value) in &x.values {
             if timing.contains(&name.as_str()) {
