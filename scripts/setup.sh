@@ -21,8 +21,8 @@ need=()
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v docker-registry >/dev/null 2>&1 || [ -x /usr/bin/docker-registry ] || need+=(docker-registry)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
-command -v mpicc >/dev/null 2>&1 || need+=(libopenmpi-dev)
-ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || need+=(libclang-dev)
+dpkg -s libopenmpi-dev >/dev/null 2>&1 || need+=(libopenmpi-dev)
+dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
