@@ -270,16 +270,19 @@ fn rank_device(device: DeviceSpec, ranks: &Ranks) -> DeviceSpec {
     device.for_local_rank(ranks.local_rank(), ranks.world_size())
 }
 
-/// Rank 0's outputs (`None` elsewhere): the metrics log, event file and checkpoints.
+/// Rank 0's outputs (`None` elsewhere): the metrics log, event file and checkpoints; rank 0
+/// also prints the run's memory `plan`.
 fn rank_output(
     spec: &OutputSpec,
     ranks: &Ranks,
+    plan: &dyn std::fmt::Display,
     resumed_at: u64,
     tokenizer_json: PathBuf,
 ) -> Result<Option<RunOutput>> {
     if !ranks.is_root() {
         return Ok(None);
     }
+    eprintln!("{plan}");
     RunOutput::in_dir(
         &spec.dir,
         resumed_at,
@@ -340,21 +343,30 @@ fn grpo_on<D: Kernels<f32>>(
         resume,
     )?;
     let plan = plan::check(&trainer.plan_inputs(device).plan(), cmd.force)?;
-    if cmd.ranks.is_root() {
-        eprintln!("{plan}");
-    }
-    let mut output = rank_output(&cmd.output, &cmd.ranks, resumed_at, tokenizer_path)?;
+    let mut output = rank_output(&cmd.output, &cmd.ranks, &plan, resumed_at, tokenizer_path)?;
     trainer.train(output.as_mut(), on_step)?;
-    if let Some(output) = &output {
-        let history = metrics_log::read(output.metrics.path())?;
-        plot::plot_metrics(
-            &history,
-            &plot::GRPO_PLOTS,
-            &cmd.output.dir.join("plots"),
-            &format!("grpo run {}", cmd.output.run_name()),
-        )?;
-    }
+    plot_run(output.as_ref(), &cmd.output, &plot::GRPO_PLOTS, "grpo")?;
     Ok(cmd.output.checkpoint_path(trainer.state.step))
+}
+
+/// Rank 0's plots of a finished `kind` run (`sft`, `grpo`) from its metrics log.
+fn plot_run(
+    output: Option<&RunOutput>,
+    spec: &OutputSpec,
+    plots: &[&str],
+    kind: &str,
+) -> Result<()> {
+    let Some(output) = output else {
+        return Ok(());
+    };
+    let history = metrics_log::read(output.metrics.path())?;
+    plot::plot_metrics(
+        &history,
+        plots,
+        &spec.dir.join("plots"),
+        &format!("{kind} run {}", spec.run_name()),
+    )?;
+    Ok(())
 }
 
 /// Where SFT examples come from.
@@ -426,20 +438,9 @@ fn sft_on<D: Kernels<f32>>(
         cmd.ranks.clone(),
     )?;
     let plan = plan::check(&trainer.plan_inputs(device).plan(), cmd.force)?;
-    if cmd.ranks.is_root() {
-        eprintln!("{plan}");
-    }
-    let mut output = rank_output(&cmd.output, &cmd.ranks, resumed_at, tokenizer_path)?;
+    let mut output = rank_output(&cmd.output, &cmd.ranks, &plan, resumed_at, tokenizer_path)?;
     trainer.train(output.as_mut(), on_step)?;
-    if let Some(output) = &output {
-        let history = metrics_log::read(output.metrics.path())?;
-        plot::plot_metrics(
-            &history,
-            &plot::SFT_PLOTS,
-            &cmd.output.dir.join("plots"),
-            &format!("sft run {}", cmd.output.run_name()),
-        )?;
-    }
+    plot_run(output.as_ref(), &cmd.output, &plot::SFT_PLOTS, "sft")?;
     Ok(cmd.output.checkpoint_path(trainer.state.step))
 }
 
