@@ -1,4 +1,5 @@
-//! Batched sampling with a KV cache: temperature, top-k, top-p, EOS and a new-token limit,
+//! Batched sampling with a KV cache: repetition penalty, temperature, top-k, top-p, min-p (in
+//! `transformers`' order), EOS and a new-token limit,
 //! from seeded generators so that a run is reproducible. Each row draws from a generator of its
 //! own, seeded with the config's seed and the row's index in the whole batch
 //! ([`SamplingConfig::first_row`] + its place here), so a row's completion does not depend on
@@ -27,6 +28,12 @@ pub struct SamplingConfig {
     pub top_p: f64,
     /// Keep only the `top_k` most likely tokens; 0 is off (the default).
     pub top_k: usize,
+    /// Min-p sampling: drop tokens less likely than `min_p` times the most likely one (after
+    /// top-k and top-p). Default `None` (off).
+    pub min_p: Option<f64>,
+    /// Repetition penalty over every earlier token of the row (prompt included): a logit `x` of
+    /// such a token becomes `x · p` when negative, `x / p` otherwise. Default 1.0 (off).
+    pub repetition_penalty: f64,
     /// Most tokens generated per row; default 512 (`max_completion_length`).
     pub max_new_tokens: usize,
     /// Tokens that end a completion (included in it). Default none.
@@ -46,6 +53,8 @@ impl Default for SamplingConfig {
             temperature: 1.0,
             top_p: 1.0,
             top_k: 0,
+            min_p: None,
+            repetition_penalty: 1.0,
             max_new_tokens: 512,
             eos_token_ids: Vec::new(),
             pad_token_id: 0,
@@ -66,6 +75,17 @@ impl SamplingConfig {
         }
         if self.top_p.is_nan() || self.top_p <= 0.0 || self.top_p > 1.0 {
             return bad(format!("top_p {} must be in (0, 1]", self.top_p));
+        }
+        if let Some(min_p) = self.min_p
+            && !(0.0..=1.0).contains(&min_p)
+        {
+            return bad(format!("min_p {min_p} must be in [0, 1]"));
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return bad(format!(
+                "repetition_penalty {} must be finite and > 0",
+                self.repetition_penalty
+            ));
         }
         Ok(())
     }
@@ -156,7 +176,15 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
             .into_par_iter()
             .map(|row| {
                 let logits = &host[row * vocab..(row + 1) * vocab];
-                (!finished[row]).then(|| sample_with(logits, config, draws[row]))
+                (!finished[row]).then(|| {
+                    if config.repetition_penalty == 1.0 {
+                        sample_with(logits, config, draws[row])
+                    } else {
+                        let earlier = prompts[row].iter().chain(&completions[row]);
+                        let penalised = repetition_penalty(logits, earlier, config);
+                        sample_with(&penalised, config, draws[row])
+                    }
+                })
             })
             .collect();
         let mut next = vec![config.pad_token_id; rows];
@@ -183,32 +211,65 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
     })
 }
 
-/// Draws one token from `logits` after temperature, top-k and top-p (in that order, as
-/// Hugging Face applies them). Greedy decoding (temperature 0) draws nothing from `rng`.
+/// `logits` with `transformers`' `RepetitionPenaltyLogitsProcessor` applied: the logit `x` of
+/// every distinct token of `earlier` becomes `x · p` when `x < 0`, else `x / p`.
+pub fn repetition_penalty<'a>(
+    logits: &[f64],
+    earlier: impl IntoIterator<Item = &'a u32>,
+    config: &SamplingConfig,
+) -> Vec<f64> {
+    let mut out = logits.to_vec();
+    let penalty = config.repetition_penalty;
+    let mut seen = vec![false; logits.len()];
+    for &token in earlier {
+        let Some(done) = seen.get_mut(token as usize) else {
+            continue;
+        };
+        if !std::mem::replace(done, true) {
+            let x = logits[token as usize];
+            out[token as usize] = if x < 0.0 { x * penalty } else { x / penalty };
+        }
+    }
+    out
+}
+
+/// Draws one token from `logits` after temperature, top-k, top-p and min-p (in that order, as
+/// Hugging Face applies them; the repetition penalty, which needs the row's earlier tokens,
+/// comes before, see [`repetition_penalty`]). Greedy decoding (temperature 0) draws nothing
+/// from `rng`.
 pub fn sample(logits: &[f64], config: &SamplingConfig, rng: &mut impl Rng) -> u32 {
     let draw = (config.temperature != 0.0).then(|| rng.r#gen::<f64>());
     sample_with(logits, config, draw)
 }
 
-/// [`sample`] with its uniform draw in `[0, 1)` taken beforehand (`None` when greedy).
-fn sample_with(logits: &[f64], config: &SamplingConfig, draw: Option<f64>) -> u32 {
-    let Some(draw) = draw.filter(|_| config.temperature != 0.0) else {
-        return logits
-            .iter()
-            .enumerate()
-            .fold((0, f64::NEG_INFINITY), |best, (i, &x)| {
-                if x > best.1 { (i, x) } else { best }
-            })
-            .0 as u32;
+/// The scores `generate` samples from, as `transformers`' warpers leave them: `logit / T` for
+/// the tokens that temperature, top-k, top-p and min-p keep, −∞ for the others (apply
+/// [`repetition_penalty`] to `logits` first).
+pub fn processed_logits(logits: &[f64], config: &SamplingConfig) -> Vec<f64> {
+    let temperature = if config.temperature == 0.0 {
+        1.0
+    } else {
+        config.temperature
     };
+    let mut out = vec![f64::NEG_INFINITY; logits.len()];
+    let (order, _) = kept_tokens(logits, config, temperature);
+    for i in order {
+        out[i as usize] = logits[i as usize] / temperature;
+    }
+    out
+}
+
+/// The tokens temperature `temperature`, top-k, top-p and min-p keep, most likely first, with
+/// their probabilities renormalised over the tokens top-k and top-p keep.
+fn kept_tokens(logits: &[f64], config: &SamplingConfig, temperature: f64) -> (Vec<u32>, Vec<f64>) {
     let mut order = descending(logits);
     if config.top_k > 0 {
         order.truncate(config.top_k);
     }
-    let max = logits[order[0] as usize] / config.temperature;
+    let max = logits[order[0] as usize] / temperature;
     let mut probs: Vec<f64> = order
         .iter()
-        .map(|&i| (logits[i as usize] / config.temperature - max).exp())
+        .map(|&i| (logits[i as usize] / temperature - max).exp())
         .collect();
     let total: f64 = probs.iter().sum();
     probs.iter_mut().for_each(|p| *p /= total);
@@ -225,6 +286,28 @@ fn sample_with(logits: &[f64], config: &SamplingConfig, draw: Option<f64>) -> u3
         probs.truncate(keep);
         order.truncate(keep);
     }
+    if let Some(min_p) = config.min_p {
+        // Relative to the most likely token, so the renormalisation above does not matter.
+        let floor = min_p * probs[0];
+        let keep = probs.iter().take_while(|&&p| p >= floor).count().max(1);
+        probs.truncate(keep);
+        order.truncate(keep);
+    }
+    (order, probs)
+}
+
+/// [`sample`] with its uniform draw in `[0, 1)` taken beforehand (`None` when greedy).
+fn sample_with(logits: &[f64], config: &SamplingConfig, draw: Option<f64>) -> u32 {
+    let Some(draw) = draw.filter(|_| config.temperature != 0.0) else {
+        return logits
+            .iter()
+            .enumerate()
+            .fold((0, f64::NEG_INFINITY), |best, (i, &x)| {
+                if x > best.1 { (i, x) } else { best }
+            })
+            .0 as u32;
+    };
+    let (order, probs) = kept_tokens(logits, config, config.temperature);
     let total: f64 = probs.iter().sum();
     let mut u = draw * total;
     for (&i, &p) in order.iter().zip(&probs) {

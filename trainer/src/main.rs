@@ -152,6 +152,7 @@ fn generate_on<D: swerve_trainer::model::Kernels<f32>>(
         eos_token_ids: eos,
         seed: args.seed,
         first_row: 0,
+        ..SamplingConfig::default()
     };
     tracing::info!(prompts = prompts.len(), "generating");
     let out = generate(&model, &prompts, &config)?;

@@ -2,17 +2,17 @@
 //! [`crate::grpo::case::CaseFile`]) and print the losses.
 //!
 //! The output is one JSON object on one line, keyed by case name (sorted). Each value holds the
-//! accumulated loss per loss type under `grpo`, `bnpo`, `dr_grpo` and `dapo`, plus
-//! `micro_batch_losses` (loss type → one loss per micro-batch) and `metrics` (the clip ratios
-//! and, when β ≠ 0, `kl`, under TRL's names). Floats are printed with the shortest text that
-//! reads back to the same `f64`; an undefined value (NaN) is `null`.
+//! accumulated loss under the case's `loss_type` (or under `grpo`, `bnpo`, `dr_grpo` and `dapo`
+//! for a case without one), plus `micro_batch_losses` (loss type → one loss per micro-batch) and
+//! `metrics` (the loss-side metrics TRL logs for the step, under TRL's names: the mean over
+//! micro-batches; for a case of several loss types, the first one's). Floats are printed with the
+//! shortest text that reads back to the same `f64`; an undefined value (NaN) is `null`.
 
 use std::path::Path;
 
 use anyhow::Context;
 use serde_json::{Map, Value, json};
 
-use crate::grpo::LossType;
 use crate::grpo::case::CaseFile;
 
 /// Evaluates the case file at `case` and returns the JSON text `trainer loss --case` prints
@@ -26,13 +26,10 @@ pub fn run(case: &Path) -> anyhow::Result<String> {
     for case in &evaluation.cases {
         let mut entry = Map::new();
         let mut micro_batches = Map::new();
-        for loss_type in LossType::ALL {
-            let report = case.report.by_type(loss_type);
-            entry.insert(loss_type.as_str().to_owned(), json!(report.loss));
-            micro_batches.insert(
-                loss_type.as_str().to_owned(),
-                json!(report.micro_batch_losses),
-            );
+        for report in &case.report.loss_types {
+            let name = report.loss_type.as_str().to_owned();
+            entry.insert(name.clone(), json!(report.loss));
+            micro_batches.insert(name, json!(report.micro_batch_losses));
         }
         entry.insert(
             "micro_batch_losses".to_owned(),
@@ -40,11 +37,16 @@ pub fn run(case: &Path) -> anyhow::Result<String> {
         );
         let metrics: Map<String, Value> = case
             .report
-            .metrics
-            .to_trl_names()
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), json!(value)))
-            .collect();
+            .loss_types
+            .first()
+            .map(|report| {
+                report
+                    .metrics
+                    .iter()
+                    .map(|(name, value)| (name.clone(), json!(value)))
+                    .collect()
+            })
+            .unwrap_or_default();
         entry.insert("metrics".to_owned(), Value::Object(metrics));
         output.insert(case.name.clone(), Value::Object(entry));
     }

@@ -17,6 +17,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::GrpoError;
+use super::config::MultiObjectiveAggregation;
+use super::rewards;
 use super::stats::{is_close_to_zero, nanmean, nanstd};
 
 /// The epsilon TRL adds to the reward std before dividing (verl uses 1e-6).
@@ -141,19 +143,102 @@ impl GroupStats {
             .collect()
     }
 
-    /// `frac_reward_zero_std`: the fraction of completions whose **group** std is close to 0
-    /// (`torch.isclose`); a NaN std (a group with fewer than two rewards) does not count.
-    ///
-    /// It always uses the group std, so it does not depend on the `scale_rewards` mode (a
-    /// deliberate difference: TRL 1.16 tests the std it divides by, which under
-    /// `scale_rewards = "batch"` is the batch std).
-    pub fn frac_reward_zero_std(&self) -> f64 {
-        let zero = self
-            .group_std
-            .iter()
-            .filter(|s| is_close_to_zero(**s))
-            .count();
-        zero as f64 / self.group_std.len() as f64
+    /// `frac_reward_zero_std` under `scale`: the fraction of completions whose std — the one the
+    /// advantages divide by, so the group's under `group` and `none` and the batch's under
+    /// `batch` — is close to 0 (`torch.isclose`); a NaN std (fewer than two rewards) does not
+    /// count.
+    pub fn frac_reward_zero_std(&self, scale: ScaleRewards) -> f64 {
+        let zero = match scale {
+            ScaleRewards::Group | ScaleRewards::None => self
+                .group_std
+                .iter()
+                .filter(|s| is_close_to_zero(**s))
+                .count(),
+            ScaleRewards::Batch if is_close_to_zero(self.batch_std) => self.rewards.len(),
+            ScaleRewards::Batch => 0,
+        };
+        zero as f64 / self.rewards.len() as f64
+    }
+}
+
+/// A generation batch's advantages, with the `frac_reward_zero_std` TRL logs beside them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Advantages {
+    /// One advantage per completion (0 for a completion no reward function scored).
+    pub values: Vec<f64>,
+    /// The share of completions whose normalising std is close to 0.
+    pub frac_reward_zero_std: f64,
+}
+
+/// The advantages of a batch from each function's rewards (`rewards_per_func[i][k]`, None for
+/// "not applicable"), grouped by `num_generations`, as TRL's `multi_objective_aggregation` and
+/// `scale_rewards` say, with `std_eps` added to every std; plus the group statistics of the
+/// weighted sums, which the reward metrics are logged from whatever the aggregation.
+///
+/// `normalize_then_sum` (GDPO) standardises each function within its group, takes the weighted
+/// nansum, then standardises over the batch: `(x − nanmean) / (nanstd + eps)`; `scale_rewards`
+/// does not apply to it. A completion every function skipped gets advantage 0 either way.
+pub fn batch_advantages(
+    rewards_per_func: &[Vec<Option<f64>>],
+    weights: &[f64],
+    num_generations: usize,
+    scale: ScaleRewards,
+    aggregation: MultiObjectiveAggregation,
+    std_eps: f64,
+) -> Result<(GroupStats, Advantages), GrpoError> {
+    rewards::check_shape(rewards_per_func, weights)?;
+    let aggregated = rewards::aggregate(rewards_per_func, weights);
+    let stats = GroupStats::new(&aggregated, num_generations)?;
+    let advantages = match aggregation {
+        MultiObjectiveAggregation::SumThenNormalize => Advantages {
+            values: stats.advantages(scale, std_eps),
+            frac_reward_zero_std: stats.frac_reward_zero_std(scale),
+        },
+        MultiObjectiveAggregation::NormalizeThenSum => {
+            normalize_then_sum(rewards_per_func, weights, num_generations, std_eps)
+        }
+    };
+    Ok((stats, advantages))
+}
+
+/// GDPO's advantages (see [`batch_advantages`]); `num_generations` divides the batch (checked
+/// by the caller through [`GroupStats::new`]).
+fn normalize_then_sum(
+    rewards_per_func: &[Vec<Option<f64>>],
+    weights: &[f64],
+    num_generations: usize,
+    std_eps: f64,
+) -> Advantages {
+    let unscorable = rewards::all_none_rows(rewards_per_func);
+    let mut summed = vec![0.0; rewards_per_func.len()];
+    for (k, weight) in weights.iter().enumerate() {
+        let column = rewards::function_column(rewards_per_func, k);
+        for (g, group) in column.chunks(num_generations).enumerate() {
+            let (mean, std) = (nanmean(group), nanstd(group));
+            for (j, x) in group.iter().enumerate() {
+                let term = (x - mean) / (std + std_eps) * weight;
+                // nansum: a function that skipped the completion, or a group std over fewer than
+                // two rewards, adds nothing.
+                if !term.is_nan() {
+                    summed[g * num_generations + j] += term;
+                }
+            }
+        }
+    }
+    for row in unscorable {
+        summed[row] = f64::NAN;
+    }
+    let (mean, std) = (nanmean(&summed), nanstd(&summed));
+    let values = summed
+        .iter()
+        .map(|x| {
+            let advantage = (x - mean) / (std + std_eps);
+            if advantage.is_nan() { 0.0 } else { advantage }
+        })
+        .collect();
+    Advantages {
+        values,
+        frac_reward_zero_std: if is_close_to_zero(std) { 1.0 } else { 0.0 },
     }
 }
 
@@ -179,7 +264,8 @@ mod tests {
             let advantages = stats.advantages(scale, TRL_STD_EPS);
             assert_eq!(&advantages[2..], &[0.0, 0.0], "{scale:?}");
         }
-        assert_eq!(stats.frac_reward_zero_std(), 0.5);
+        assert_eq!(stats.frac_reward_zero_std(ScaleRewards::Group), 0.5);
+        assert_eq!(stats.frac_reward_zero_std(ScaleRewards::Batch), 0.0);
     }
 
     #[test]
@@ -220,7 +306,7 @@ mod tests {
     fn all_none_group_has_nan_std_not_counted_as_zero() {
         let stats = GroupStats::new(&[f64::NAN, f64::NAN, 1.0, 2.0], 2).unwrap();
         assert!(stats.group_std[0].is_nan());
-        assert_eq!(stats.frac_reward_zero_std(), 0.0);
+        assert_eq!(stats.frac_reward_zero_std(ScaleRewards::Group), 0.0);
         for scale in ScaleRewards::ALL {
             assert_eq!(&stats.advantages(scale, TRL_STD_EPS)[..2], &[0.0, 0.0]);
         }

@@ -15,11 +15,13 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::GrpoError;
-use super::advantages::{GroupStats, ScaleRewards, TRL_STD_EPS};
+use super::advantages::{Advantages, GroupStats, ScaleRewards, TRL_STD_EPS, batch_advantages};
 use super::config::MultiObjectiveAggregation;
-use super::loss::{self, LossInputs, LossReport, Normalisation, ObjectiveParams, OldLogps};
+use super::loss::{
+    self, ImportanceSamplingLevel, LossInputs, LossReport, LossType, Normalisation,
+    ObjectiveParams, OldLogps, SapoTemperatures, VespoParams,
+};
 use super::metrics::{completion_metrics, reward_metrics};
-use super::rewards;
 
 /// A matrix: one row per completion, one column per token position.
 pub type Matrix = Vec<Vec<f64>>;
@@ -56,7 +58,7 @@ pub struct CaseConfig {
     pub reward_names: Vec<String>,
     /// One weight per reward function.
     pub reward_weights: Vec<f64>,
-    /// Reward aggregation; only `sum_then_normalize` is implemented.
+    /// Reward aggregation (default `sum_then_normalize`).
     #[serde(default)]
     pub multi_objective_aggregation: MultiObjectiveAggregation,
     /// The epsilon added to the std (default TRL's 1e-4).
@@ -90,6 +92,10 @@ pub struct CaseInputs {
     /// Reference log-probs (needed by cases with β ≠ 0).
     #[serde(default)]
     pub ref_logps: Option<Matrix>,
+    /// The policy's token entropies (needed by `top_entropy_quantile` < 1 and `entropy_coef`
+    /// ≠ 0; logged as `entropy` when given).
+    #[serde(default)]
+    pub entropies: Option<Matrix>,
 }
 
 /// The expected reward side of a case file; every field optional. `null` stands for NaN.
@@ -102,6 +108,10 @@ pub struct BatchExpected {
     pub group_std: Option<Vec<Option<f64>>>,
     /// Advantages per `scale_rewards` mode name (`group`, `batch`, `none`).
     pub advantages: Option<BTreeMap<String, Vec<f64>>>,
+    /// Advantages under TRL's boolean `scale_rewards` (`true`, `false`).
+    pub advantages_scale_rewards_bool: Option<BTreeMap<String, Vec<f64>>>,
+    /// The completion mask after `mask_truncated_completions`.
+    pub completion_mask_after_masking: Option<Matrix>,
     /// N, the active-token count of the batch.
     pub num_items_in_batch: Option<f64>,
     /// Reward and completion metrics by TRL name.
@@ -118,13 +128,17 @@ pub enum OldLogpsFrom {
     OldLogps,
 }
 
-/// One loss computation over the batch.
+/// One loss computation over the batch. The objective's keys are TRL's `GRPOConfig` names, with
+/// TRL's defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Case {
     /// The case's name (unique within the file; the key of `trainer loss` output).
     pub name: String,
     /// On- or off-policy.
     pub old_logps_from: OldLogpsFrom,
+    /// The loss type; unset evaluates `grpo`, `bnpo`, `dr_grpo` and `dapo` at once.
+    #[serde(default)]
+    pub loss_type: Option<LossType>,
     /// Which advantages to use (default `group`).
     #[serde(default)]
     pub scale_rewards: ScaleRewards,
@@ -140,6 +154,39 @@ pub struct Case {
     /// KL bias correction (default true, TRL 1.16).
     #[serde(default = "yes")]
     pub use_bias_correction_kl: bool,
+    /// Two-sided clipping (default unset).
+    #[serde(default)]
+    pub delta: Option<f64>,
+    /// Token- or sequence-level ratios (default `token`).
+    #[serde(default)]
+    pub importance_sampling_level: ImportanceSamplingLevel,
+    /// The off-policy sequence mask's threshold (default unset).
+    #[serde(default)]
+    pub off_policy_mask_threshold: Option<f64>,
+    /// The entropy quantile of the entropy mask (default 1.0, off).
+    #[serde(default = "one_f64")]
+    pub top_entropy_quantile: f64,
+    /// The entropy bonus (default 0).
+    #[serde(default)]
+    pub entropy_coef: f64,
+    /// SAPO's temperature for A > 0 (default 1.0).
+    #[serde(default = "one_f64")]
+    pub sapo_temperature_pos: f64,
+    /// SAPO's temperature otherwise (default 1.05).
+    #[serde(default = "sapo_negative")]
+    pub sapo_temperature_neg: f64,
+    /// VESPO's k for A ≥ 0 (default 2.0).
+    #[serde(default = "two")]
+    pub vespo_k_pos: f64,
+    /// VESPO's λ for A ≥ 0 (default 3.0).
+    #[serde(default = "three")]
+    pub vespo_lambda_pos: f64,
+    /// VESPO's k for A < 0 (default 3.0).
+    #[serde(default = "three")]
+    pub vespo_k_neg: f64,
+    /// VESPO's λ for A < 0 (default 2.0).
+    #[serde(default = "two")]
+    pub vespo_lambda_neg: f64,
     /// GAS (default 1).
     #[serde(default = "one")]
     pub gradient_accumulation_steps: usize,
@@ -168,8 +215,18 @@ pub struct CaseExpected {
     pub micro_batch_losses: Option<BTreeMap<String, Vec<f64>>>,
     /// Accumulated gradient with respect to `cur_logps`, per loss type name.
     pub grad_wrt_cur_logps: Option<BTreeMap<String, Matrix>>,
-    /// Clip and KL metrics by TRL name.
+    /// Loss-side metrics by TRL name, as logged for the step (the mean over micro-batches).
     pub metrics: Option<BTreeMap<String, Option<f64>>>,
+    /// Each micro-batch's loss-side metrics.
+    pub micro_batch_metrics: Option<Vec<BTreeMap<String, Option<f64>>>>,
+    /// Reward-side metrics that differ from the file's under this case's `scale_rewards`.
+    pub generation_metrics: Option<BTreeMap<String, Option<f64>>>,
+    /// The entropy mask (1 = kept), rows in micro-batch order.
+    pub entropy_mask: Option<Matrix>,
+    /// The off-policy mask per sequence (1 = kept), in micro-batch order.
+    pub off_policy_mask: Option<Vec<f64>>,
+    /// VESPO's φ per sequence, in micro-batch order.
+    pub phi_seq: Option<Vec<f64>>,
 }
 
 /// The computed reward side of a batch.
@@ -178,18 +235,27 @@ pub struct BatchEvaluation {
     /// Group statistics, including the aggregated rewards (NaN = no reward).
     pub stats: GroupStats,
     /// Advantages per mode, in [`ScaleRewards::ALL`] order; see [`BatchEvaluation::advantages`].
-    pub advantages_by_mode: [Vec<f64>; 3],
+    pub advantages_by_mode: [Advantages; 3],
     /// The completion mask after `mask_truncated_completions`.
     pub completion_mask: Matrix,
     /// N, the active-token count of the batch.
     pub num_items_in_batch: f64,
-    /// Reward and completion metrics by TRL name.
+    /// Reward and completion metrics by TRL name, under `scale_rewards = "group"`.
     pub metrics: BTreeMap<String, f64>,
 }
 
 impl BatchEvaluation {
     /// The advantages under one `scale_rewards` mode.
     pub fn advantages(&self, scale: ScaleRewards) -> &[f64] {
+        &self.by_mode(scale).values
+    }
+
+    /// `frac_reward_zero_std` under one `scale_rewards` mode.
+    pub fn frac_reward_zero_std(&self, scale: ScaleRewards) -> f64 {
+        self.by_mode(scale).frac_reward_zero_std
+    }
+
+    fn by_mode(&self, scale: ScaleRewards) -> &Advantages {
         let index = ScaleRewards::ALL
             .iter()
             .position(|s| *s == scale)
@@ -263,23 +329,33 @@ impl CaseFile {
             config.reward_weights.len(),
             config.reward_names.len(),
         )?;
-        if config.multi_objective_aggregation != MultiObjectiveAggregation::SumThenNormalize {
-            return Err(GrpoError::Unsupported {
-                what: "multi_objective_aggregation = \"normalize_then_sum\"".into(),
-            });
-        }
-        rewards::check_shape(&inputs.rewards_per_func, &config.reward_weights)?;
-
-        let aggregated = rewards::aggregate(&inputs.rewards_per_func, &config.reward_weights);
-        let stats = GroupStats::new(&aggregated, config.num_generations)?;
-        let advantages_by_mode =
-            ScaleRewards::ALL.map(|mode| stats.advantages(mode, config.std_eps));
+        let by_mode = |mode| {
+            batch_advantages(
+                &inputs.rewards_per_func,
+                &config.reward_weights,
+                config.num_generations,
+                mode,
+                config.multi_objective_aggregation,
+                config.std_eps,
+            )
+        };
+        let (stats, group) = by_mode(ScaleRewards::Group)?;
+        let advantages_by_mode = [
+            group,
+            by_mode(ScaleRewards::Batch)?.1,
+            by_mode(ScaleRewards::None)?.1,
+        ];
         let completion_mask = if config.mask_truncated_completions {
             loss::mask_truncated(&inputs.completion_mask, &inputs.truncated)?
         } else {
             inputs.completion_mask.clone()
         };
-        let mut metrics = reward_metrics(&stats, &inputs.rewards_per_func, &config.reward_names);
+        let mut metrics = reward_metrics(
+            &stats,
+            &advantages_by_mode[0],
+            &inputs.rewards_per_func,
+            &config.reward_names,
+        );
         metrics.extend(completion_metrics(
             &inputs.completion_lengths,
             &inputs.truncated,
@@ -293,7 +369,13 @@ impl CaseFile {
         })
     }
 
-    fn evaluate_case(&self, case: &Case, batch: &BatchEvaluation) -> Result<LossReport, GrpoError> {
+    /// Evaluates one case over a batch's reward side (normally [`Self::evaluate`]'s; a test
+    /// may pass one with other advantages to check the loss side alone).
+    pub fn evaluate_case(
+        &self,
+        case: &Case,
+        batch: &BatchEvaluation,
+    ) -> Result<LossReport, GrpoError> {
         let rows = batch.completion_mask.len();
         let old_logps = match case.old_logps_from {
             OldLogpsFrom::CurLogps => OldLogps::Detached,
@@ -307,12 +389,7 @@ impl CaseFile {
                 })?)
             }
         };
-        let params = ObjectiveParams::new(
-            case.epsilon,
-            case.epsilon_high,
-            case.beta,
-            case.use_bias_correction_kl,
-        );
+        let params = case.objective_params();
         let inputs = LossInputs {
             cur_logps: &self.inputs.cur_logps,
             old_logps,
@@ -320,6 +397,7 @@ impl CaseFile {
             ref_logps: params.kl.and(self.inputs.ref_logps.as_deref()),
             completion_mask: &batch.completion_mask,
             advantages: batch.advantages(case.scale_rewards),
+            entropies: self.inputs.entropies.as_deref(),
         };
         let norm = Normalisation {
             max_completion_length: self.config.max_completion_length,
@@ -334,7 +412,41 @@ impl CaseFile {
             Some(ranges) => ranges.iter().map(|[start, end]| *start..*end).collect(),
             None => std::iter::once(0..rows).collect(),
         };
-        loss::evaluate(&inputs, &params, &norm, &micro_batches)
+        let loss_types = match case.loss_type {
+            Some(loss_type) => vec![loss_type],
+            None => LossType::CLASSIC.to_vec(),
+        };
+        loss::evaluate(&inputs, &params, &norm, &micro_batches, &loss_types)
+    }
+}
+
+impl Case {
+    /// The objective's parameters the case spells.
+    pub fn objective_params(&self) -> ObjectiveParams {
+        ObjectiveParams {
+            loss_type: self.loss_type.unwrap_or_default(),
+            delta: self.delta,
+            importance_sampling_level: self.importance_sampling_level,
+            off_policy_mask_threshold: self.off_policy_mask_threshold,
+            top_entropy_quantile: self.top_entropy_quantile,
+            entropy_coef: self.entropy_coef,
+            sapo: SapoTemperatures {
+                positive: self.sapo_temperature_pos,
+                negative: self.sapo_temperature_neg,
+            },
+            vespo: VespoParams {
+                k_pos: self.vespo_k_pos,
+                lambda_pos: self.vespo_lambda_pos,
+                k_neg: self.vespo_k_neg,
+                lambda_neg: self.vespo_lambda_neg,
+            },
+            ..ObjectiveParams::new(
+                self.epsilon,
+                self.epsilon_high,
+                self.beta,
+                self.use_bias_correction_kl,
+            )
+        }
     }
 }
 
@@ -360,6 +472,22 @@ fn default_epsilon() -> f64 {
 
 fn one() -> usize {
     1
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+fn two() -> f64 {
+    2.0
+}
+
+fn three() -> f64 {
+    3.0
+}
+
+fn sapo_negative() -> f64 {
+    SapoTemperatures::default().negative
 }
 
 fn yes() -> bool {
@@ -411,16 +539,16 @@ mod tests {
         assert_eq!(batch.metrics["reward"], 1.0);
         let kl = &evaluation.cases[0].report;
         // Completion 0's tokens still carry the KL term and still count in N.
-        assert!(kl.per_token_loss[0].iter().all(|l| *l > 0.0));
+        assert!(kl.loss_types[0].per_token_loss[0].iter().all(|l| *l > 0.0));
         assert!(
-            kl.by_type(LossType::Dapo).grad_wrt_cur_logps[0]
+            kl.by_type(LossType::Dapo).unwrap().grad_wrt_cur_logps[0]
                 .iter()
                 .all(|g| *g != 0.0)
         );
-        let no_kl = &evaluation.cases[1].report;
+        let no_kl = &evaluation.cases[1].report.loss_types[0];
         assert!(no_kl.per_token_loss[0].iter().all(|l| *l == 0.0));
-        assert!(kl.metrics.kl.is_some());
-        assert!(no_kl.metrics.kl.is_none());
+        assert!(kl.loss_types[0].metrics.contains_key("kl"));
+        assert!(!no_kl.metrics.contains_key("kl"));
     }
 
     #[test]
@@ -438,14 +566,9 @@ mod tests {
         assert_eq!(masked.batch.num_items_in_batch, 5.0);
         assert_eq!(kept.batch.num_items_in_batch, 7.0);
         assert_eq!(masked.batch.completion_mask[3], vec![0.0, 0.0]);
-        let report = &masked.cases[0].report;
-        assert!(report.per_token_loss[3].iter().all(|l| *l == 0.0));
-        for loss_type in LossType::ALL {
-            assert!(
-                report.by_type(loss_type).grad_wrt_cur_logps[3]
-                    .iter()
-                    .all(|g| *g == 0.0)
-            );
+        for report in &masked.cases[0].report.loss_types {
+            assert!(report.per_token_loss[3].iter().all(|l| *l == 0.0));
+            assert!(report.grad_wrt_cur_logps[3].iter().all(|g| *g == 0.0));
         }
         assert_eq!(masked.batch.metrics["completions/clipped_ratio"], 0.25);
     }
@@ -468,11 +591,9 @@ mod tests {
         short.inputs.truncated.pop();
         assert!(short.evaluate().is_err());
 
-        let mut gdpo = file(false);
-        gdpo.config.multi_objective_aggregation = MultiObjectiveAggregation::NormalizeThenSum;
-        assert!(matches!(
-            gdpo.evaluate(),
-            Err(GrpoError::Unsupported { .. })
-        ));
+        let mut entropy_mask = file(false);
+        entropy_mask.cases[0].top_entropy_quantile = 0.5;
+        let err = entropy_mask.evaluate().unwrap_err();
+        assert!(err.to_string().contains("entropies"), "{err}");
     }
 }

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::GrpoError;
 use super::advantages::ScaleRewards;
-use super::loss::{LossType, Normalisation, ObjectiveParams};
+pub use super::loss::ImportanceSamplingLevel;
+use super::loss::{LossType, Normalisation, ObjectiveParams, SapoTemperatures, VespoParams};
 
 /// The learning-rate schedule (`lr_scheduler_type`). Only the schedules swerve implements are
 /// accepted.
@@ -32,24 +33,14 @@ pub enum LrSchedulerType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MultiObjectiveAggregation {
-    /// Weighted nansum of the functions, then group normalisation (default; the only one swerve
-    /// implements, see [`rewards`](super::rewards)).
+    /// Weighted nansum of the functions, then group normalisation (default; see
+    /// [`rewards`](super::rewards)).
     #[default]
     SumThenNormalize,
-    /// GDPO: normalise each function within its group, then sum. Rejected by
-    /// [`GrpoConfig::validate`] until swerve implements it.
+    /// GDPO: standardise each function within its group, take the weighted nansum, then
+    /// standardise over the batch (`scale_rewards` does not apply; see
+    /// [`advantages`](super::advantages)).
     NormalizeThenSum,
-}
-
-/// Where importance ratios are taken (`importance_sampling_level`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ImportanceSamplingLevel {
-    /// One ratio per token (default; the only one swerve implements).
-    #[default]
-    Token,
-    /// GSPO: one ratio per sequence. Rejected by [`GrpoConfig::validate`] for now.
-    Sequence,
 }
 
 /// The GRPO settings, with TRL's names and defaults. See the module documentation.
@@ -129,33 +120,63 @@ pub struct GrpoConfig {
     pub beta: f64,
     /// Lower clip ε_low (and upper clip when `epsilon_high` is unset). Default 0.2.
     pub epsilon: f64,
-    /// Upper clip ε_high. Default: `epsilon` (DAPO recommends 0.28).
+    /// Upper clip ε_high; cispo's cap on the ratio. Default: `epsilon` (DAPO recommends 0.28,
+    /// CISPO 5.0).
     pub epsilon_high: Option<f64>,
+    /// Two-sided clipping: cap the unclipped ratio at `delta` (> 1 + ε_high recommended; the
+    /// clipped loss types only). Default unset.
+    pub delta: Option<f64>,
     /// Passes μ over each generation batch. Default 1.
     pub num_iterations: usize,
-    /// Loss normalisation. Default **`dapo`**.
+    /// The policy term and its normaliser. Default **`dapo`**.
     pub loss_type: LossType,
+    /// SAPO's gate temperature for positive advantages. Default 1.0.
+    pub sapo_temperature_pos: f64,
+    /// SAPO's gate temperature for other advantages. Default 1.05.
+    pub sapo_temperature_neg: f64,
+    /// VESPO's k for A ≥ 0. Default 2.0.
+    pub vespo_k_pos: f64,
+    /// VESPO's λ for A ≥ 0. Default 3.0.
+    pub vespo_lambda_pos: f64,
+    /// VESPO's k for A < 0. Default 3.0.
+    pub vespo_k_neg: f64,
+    /// VESPO's λ for A < 0. Default 2.0.
+    pub vespo_lambda_neg: f64,
     /// Advantage scaling: `group`, `batch` or `none` (also `true`/`false`). Default `group`.
     pub scale_rewards: ScaleRewards,
     /// Zero the mask of truncated completions (DAPO overlong filtering). Default false.
     pub mask_truncated_completions: bool,
-    /// Token- or sequence-level importance ratios. Default `token` (the only one implemented).
+    /// Token- or sequence-level (GSPO) importance ratios. Default `token`.
     pub importance_sampling_level: ImportanceSamplingLevel,
+    /// Drop sequences with a negative advantage whose mean `old − current` log-prob exceeds
+    /// this (DeepSeek-V3.2's off-policy sequence mask). Default unset.
+    pub off_policy_mask_threshold: Option<f64>,
     /// Multiply the k3 KL estimate by the ratio. Default true (TRL 1.16; older main: false).
     pub use_bias_correction_kl: bool,
     /// One weight per reward function. Default: all 1.0 (unset).
     pub reward_weights: Option<Vec<f64>>,
     /// How reward functions are combined. Default `sum_then_normalize`.
     pub multi_objective_aggregation: MultiObjectiveAggregation,
-    /// Train only on the tokens above this entropy quantile; 1.0 keeps all. Default 1.0.
+    /// Train the policy term only on the tokens at or above this entropy quantile of each
+    /// micro-batch; 1.0 keeps all. Default 1.0.
     pub top_entropy_quantile: f64,
     /// Entropy bonus coefficient. Default 0.0.
     pub entropy_coef: f64,
-    /// Periodically mix the policy into the reference model. Default false.
+    /// Adapt `entropy_coef` towards `entropy_target` after every step. Default false.
+    pub use_adaptive_entropy: bool,
+    /// The adaptive coefficient's floor. Default 0.0.
+    pub entropy_coef_min: f64,
+    /// The adaptive coefficient's ceiling. Default 1.0.
+    pub entropy_coef_max: f64,
+    /// The adaptive coefficient's step. Default 0.005.
+    pub entropy_coef_delta: f64,
+    /// The entropy the adaptive coefficient aims at. Default 0.2.
+    pub entropy_target: f64,
+    /// Periodically mix the policy into the reference model (TR-DPO). Default false.
     pub sync_ref_model: bool,
-    /// Mixing weight α of `sync_ref_model`. Default 0.6.
+    /// Mixing weight α of `sync_ref_model`: `ref ← α · policy + (1 − α) · ref`. Default 0.6.
     pub ref_model_mixup_alpha: f64,
-    /// Steps between two reference syncs. Default 512.
+    /// Optimiser steps between two reference syncs. Default 512.
     pub ref_model_sync_steps: usize,
 }
 
@@ -193,16 +214,29 @@ impl Default for GrpoConfig {
             beta: 0.0,
             epsilon: 0.2,
             epsilon_high: None,
+            delta: None,
             num_iterations: 1,
             loss_type: LossType::Dapo,
+            sapo_temperature_pos: 1.0,
+            sapo_temperature_neg: 1.05,
+            vespo_k_pos: 2.0,
+            vespo_lambda_pos: 3.0,
+            vespo_k_neg: 3.0,
+            vespo_lambda_neg: 2.0,
             scale_rewards: ScaleRewards::Group,
             mask_truncated_completions: false,
             importance_sampling_level: ImportanceSamplingLevel::Token,
+            off_policy_mask_threshold: None,
             use_bias_correction_kl: true,
             reward_weights: None,
             multi_objective_aggregation: MultiObjectiveAggregation::SumThenNormalize,
             top_entropy_quantile: 1.0,
             entropy_coef: 0.0,
+            use_adaptive_entropy: false,
+            entropy_coef_min: 0.0,
+            entropy_coef_max: 1.0,
+            entropy_coef_delta: 0.005,
+            entropy_target: 0.2,
             sync_ref_model: false,
             ref_model_mixup_alpha: 0.6,
             ref_model_sync_steps: 512,
@@ -344,12 +378,33 @@ impl GrpoConfig {
         if let Some(high) = self.epsilon_high {
             finite_at_least("epsilon_high", high, 0.0)?;
         }
+        if let Some(delta) = self.delta {
+            check("delta", delta.is_finite() && delta > 0.0, || {
+                format!("must be a finite number > 0, got {delta}")
+            })?;
+        }
         positive("num_iterations", self.num_iterations)?;
-        check(
-            "importance_sampling_level",
-            self.importance_sampling_level == ImportanceSamplingLevel::Token,
-            || "`sequence` (GSPO) is not implemented in swerve; use `token`".to_owned(),
-        )?;
+        for (field, value) in [
+            ("sapo_temperature_pos", self.sapo_temperature_pos),
+            ("sapo_temperature_neg", self.sapo_temperature_neg),
+        ] {
+            check(field, value.is_finite() && value > 0.0, || {
+                format!("must be a finite number > 0, got {value}")
+            })?;
+        }
+        for (field, value) in [
+            ("vespo_k_pos", self.vespo_k_pos),
+            ("vespo_lambda_pos", self.vespo_lambda_pos),
+            ("vespo_k_neg", self.vespo_k_neg),
+            ("vespo_lambda_neg", self.vespo_lambda_neg),
+        ] {
+            finite_at_least(field, value, 0.0)?;
+        }
+        if let Some(threshold) = self.off_policy_mask_threshold {
+            check("off_policy_mask_threshold", threshold.is_finite(), || {
+                format!("must be a finite number, got {threshold}")
+            })?;
+        }
         if let Some(weights) = &self.reward_weights {
             check(
                 "reward_weights",
@@ -357,20 +412,16 @@ impl GrpoConfig {
                 || format!("must all be finite, got {weights:?}"),
             )?;
         }
-        check(
-            "multi_objective_aggregation",
-            self.multi_objective_aggregation == MultiObjectiveAggregation::SumThenNormalize,
-            || {
-                "`normalize_then_sum` is not implemented in swerve; use `sum_then_normalize`"
-                    .to_owned()
-            },
-        )?;
-        check(
-            "top_entropy_quantile",
-            self.top_entropy_quantile > 0.0 && self.top_entropy_quantile <= 1.0,
-            || format!("must be in (0, 1], got {}", self.top_entropy_quantile),
-        )?;
+        unit_closed("top_entropy_quantile", self.top_entropy_quantile)?;
         finite_at_least("entropy_coef", self.entropy_coef, 0.0)?;
+        finite_at_least("entropy_coef_min", self.entropy_coef_min, 0.0)?;
+        finite_at_least(
+            "entropy_coef_max",
+            self.entropy_coef_max,
+            self.entropy_coef_min,
+        )?;
+        finite_at_least("entropy_coef_delta", self.entropy_coef_delta, 0.0)?;
+        finite_at_least("entropy_target", self.entropy_target, 0.0)?;
         unit_closed("ref_model_mixup_alpha", self.ref_model_mixup_alpha)?;
         positive("ref_model_sync_steps", self.ref_model_sync_steps)?;
         Ok(())
@@ -401,14 +452,32 @@ impl GrpoConfig {
         )
     }
 
-    /// The per-token objective's parameters (ε_low, ε_high, β and the KL bias correction).
+    /// The objective's parameters (loss type, clip bounds, masks, β and the KL bias correction).
     pub fn objective_params(&self) -> ObjectiveParams {
-        ObjectiveParams::new(
-            self.epsilon,
-            self.epsilon_high,
-            self.beta,
-            self.use_bias_correction_kl,
-        )
+        ObjectiveParams {
+            loss_type: self.loss_type,
+            delta: self.delta,
+            importance_sampling_level: self.importance_sampling_level,
+            off_policy_mask_threshold: self.off_policy_mask_threshold,
+            top_entropy_quantile: self.top_entropy_quantile,
+            entropy_coef: self.entropy_coef,
+            sapo: SapoTemperatures {
+                positive: self.sapo_temperature_pos,
+                negative: self.sapo_temperature_neg,
+            },
+            vespo: VespoParams {
+                k_pos: self.vespo_k_pos,
+                lambda_pos: self.vespo_lambda_pos,
+                k_neg: self.vespo_k_neg,
+                lambda_neg: self.vespo_lambda_neg,
+            },
+            ..ObjectiveParams::new(
+                self.epsilon,
+                self.epsilon_high,
+                self.beta,
+                self.use_bias_correction_kl,
+            )
+        }
     }
 
     /// The loss normalisation for a generation batch of `num_items_in_batch` active tokens over
@@ -513,7 +582,7 @@ mod tests {
     fn wrongly_typed_value_names_its_key() {
         let message = parse_error("beta = 0.0\nepsilon = \"0.2\"\n");
         assert!(message.contains("`epsilon`"), "{message}");
-        let message = parse_error("loss_type = \"cispo\"\n");
+        let message = parse_error("loss_type = \"ppo\"\n");
         assert!(message.contains("`loss_type`"), "{message}");
     }
 
@@ -531,9 +600,12 @@ mod tests {
             ),
             ("top_p = 1.5", "`top_p`"),
             (
-                "importance_sampling_level = \"sequence\"",
+                "importance_sampling_level = \"sentence\"",
                 "`importance_sampling_level`",
             ),
+            ("top_entropy_quantile = 1.5", "`top_entropy_quantile`"),
+            ("delta = 0.0", "`delta`"),
+            ("sapo_temperature_neg = 0.0", "`sapo_temperature_neg`"),
             (
                 "steps_per_generation = 2\ngeneration_batch_size = 16",
                 "`generation_batch_size`",

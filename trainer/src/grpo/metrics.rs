@@ -1,19 +1,20 @@
 //! The reward- and completion-side metrics of a generation batch, under the names TRL logs them
-//! with. The loss-side metrics (`clip_ratio/*`, `kl`) come from
-//! [`LossMetrics`](super::loss::LossMetrics).
+//! with. The loss-side metrics (`clip_ratio/*`, `kl`, …) come from
+//! [`MetricSums`](super::loss::MetricSums).
 
 use std::collections::BTreeMap;
 
 use super::GrpoError;
-use super::advantages::GroupStats;
+use super::advantages::{Advantages, GroupStats};
 use super::rewards::function_column;
 use super::stats::{nanmean, nanstd};
 
-/// The reward metrics: `reward` (nanmean of the aggregated rewards), `reward_std` (nanstd over
-/// the batch), `frac_reward_zero_std`, and `rewards/<name>/mean` and `rewards/<name>/std` per
+/// The reward metrics: `reward` (nanmean of the weighted sums of the rewards), `reward_std`
+/// (nanstd over the batch), `frac_reward_zero_std` (from `advantages`), and `rewards/<name>/mean` and `rewards/<name>/std` per
 /// reward function (None skipped). `reward_names[k]` names column `k` of `rewards_per_func`.
 pub fn reward_metrics(
     stats: &GroupStats,
+    advantages: &Advantages,
     rewards_per_func: &[Vec<Option<f64>>],
     reward_names: &[String],
 ) -> BTreeMap<String, f64> {
@@ -22,7 +23,7 @@ pub fn reward_metrics(
         ("reward_std".to_owned(), stats.batch_std),
         (
             "frac_reward_zero_std".to_owned(),
-            stats.frac_reward_zero_std(),
+            advantages.frac_reward_zero_std,
         ),
     ]);
     for (k, name) in reward_names.iter().enumerate() {
@@ -94,7 +95,12 @@ mod tests {
     fn reward_metrics_skip_none() {
         let per_func = vec![vec![Some(1.0), None], vec![Some(0.0), Some(2.0)]];
         let stats = GroupStats::new(&[1.0, 2.0], 2).unwrap();
-        let metrics = reward_metrics(&stats, &per_func, &["a".into(), "b".into()]);
+        let advantages = Advantages {
+            values: vec![-1.0, 1.0],
+            frac_reward_zero_std: 0.25,
+        };
+        let metrics = reward_metrics(&stats, &advantages, &per_func, &["a".into(), "b".into()]);
+        assert_eq!(metrics["frac_reward_zero_std"], 0.25);
         assert_eq!(metrics["rewards/a/mean"], 0.5);
         assert_eq!(metrics["rewards/b/mean"], 2.0);
         assert!(metrics["rewards/b/std"].is_nan());

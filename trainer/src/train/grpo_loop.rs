@@ -41,18 +41,17 @@ use crate::data::Prompter;
 use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
-use crate::grpo::advantages::TRL_STD_EPS;
-use crate::grpo::config::MultiObjectiveAggregation;
-use crate::grpo::loss::ObjectiveParams;
+use crate::grpo::advantages::{TRL_STD_EPS, batch_advantages};
+use crate::grpo::loss::{MetricSums, entropy_threshold};
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
-use crate::grpo::{GroupStats, GrpoConfig, GrpoError, Normalisation, rewards};
+use crate::grpo::{GrpoConfig, GrpoError, Normalisation, rewards};
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
 use crate::predict::patch::completion_patch;
 use crate::ranks::Ranks;
 use crate::report::metrics_log::StepMetrics;
 use crate::tokenizer::Tokenizer;
 use crate::train::batch::{Packed, pack_to};
-use crate::train::grpo_objective::{MicroBatch, ObjectiveSums, grpo_loss};
+use crate::train::grpo_objective::{MicroBatch, grpo_loss};
 use crate::train::plan::PlanInputs;
 use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
 use crate::train::schedule::Schedule;
@@ -465,6 +464,8 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             temperature: self.config.temperature,
             top_p: self.config.top_p,
             top_k: self.config.top_k,
+            min_p: self.config.min_p,
+            repetition_penalty: self.config.repetition_penalty,
             max_new_tokens: self.config.max_completion_length,
             eos_token_ids: self.policy.config.eos_token_ids.clone(),
             pad_token_id: self.pad,
@@ -551,24 +552,30 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         Ok(all)
     }
 
-    /// Turns the whole batch's rewards into group advantages; records the reward metrics.
+    /// Turns the whole batch's rewards into advantages (`multi_objective_aggregation`,
+    /// `scale_rewards`); records the reward metrics.
     fn advantages(
         &self,
         per_func: &[Vec<Option<f64>>],
         acc: &mut MetricsAccumulator,
     ) -> Result<Vec<f64>> {
         let weights = self.inputs.rewards.weights();
-        rewards::check_shape(per_func, &weights).map_err(|e| self.batch_error(e))?;
-        let aggregated = rewards::aggregate(per_func, &weights);
-        let stats = GroupStats::new(&aggregated, self.config.num_generations)
-            .map_err(|e| self.batch_error(e))?;
-        let advantages = stats.advantages(self.config.scale_rewards, TRL_STD_EPS);
+        let (stats, advantages) = batch_advantages(
+            per_func,
+            &weights,
+            self.config.num_generations,
+            self.config.scale_rewards,
+            self.config.multi_objective_aggregation,
+            TRL_STD_EPS,
+        )
+        .map_err(|e| self.batch_error(e))?;
         acc.record_all(reward_metrics(
             &stats,
+            &advantages,
             per_func,
             &self.inputs.rewards.names(),
         ));
-        Ok(advantages)
+        Ok(advantages.values)
     }
 
     /// Records the completion metrics and counts the batch's prompt and completion tokens.
@@ -741,7 +748,8 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     }
 
     /// Forward, loss and backward of buffered micro-batch `index`; returns the loss value and
-    /// the accumulated parameter gradients.
+    /// the accumulated parameter gradients, and records the micro-batch's loss-side metrics (of
+    /// the whole micro-batch, over all ranks).
     fn micro_step(
         &self,
         index: usize,
@@ -755,66 +763,47 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             self.config.temperature,
             grads,
         )?;
-        let entropy = out.entropy.as_vec();
+        let entropies: Vec<f64> = out.entropy.as_vec().into_iter().map(f64::from).collect();
+        let params = self.config.objective_params();
+        let ranks = &self.inputs.ranks;
+        // The entropy quantile is the whole micro-batch's, over every rank's unmasked tokens.
+        let entropy_threshold = if params.masks_entropy() {
+            let local: Vec<f32> = entropies
+                .iter()
+                .zip(&mb.mask)
+                .filter(|&(_, &m)| m != 0.0)
+                .map(|(&e, _)| e as f32)
+                .collect();
+            let all: Vec<f32> = ranks.gather(local)?.into_iter().flatten().collect();
+            Some(entropy_threshold(&all, params.top_entropy_quantile))
+        } else {
+            None
+        };
         let batch = MicroBatch {
             old_logps: mb.old_logps.as_deref(),
             ref_logps: mb.ref_logps.as_deref(),
             advantages: &mb.advantages,
             mask: &mb.mask,
             weights: &mb.weights,
+            entropies: Some(&entropies),
+            entropy_threshold,
+            gradient_accumulation_steps: self.config.gradient_accumulation_steps,
         };
-        let params = self.config.objective_params();
-        let (loss, sums) = grpo_loss(out.logps, &batch, &params)?;
-        let value = f64::from(loss.as_vec()[0]);
-        let grads = self.policy.params.keep_param_grads(loss.backward());
-        let entropy_sum: f64 = entropy
-            .iter()
-            .zip(&mb.mask)
-            .map(|(&e, &m)| f64::from(e) * m)
-            .sum();
+        let loss = grpo_loss(out.logps, &batch, &params)?;
+        let grads = self
+            .policy
+            .params
+            .keep_param_grads(loss.surrogate.backward());
         // The metrics are the whole micro-batch's, over all ranks.
-        let mut totals = [
-            sums.tokens,
-            sums.low_clipped,
-            sums.high_clipped,
-            sums.kl,
-            entropy_sum,
-        ];
-        self.inputs.ranks.sum(&mut totals)?;
-        let [tokens, low_clipped, high_clipped, kl, entropy_sum] = totals;
-        let sums = ObjectiveSums {
-            tokens,
-            low_clipped,
-            high_clipped,
-            kl,
-        };
-        record_loss_metrics(acc, &sums, &params, entropy_sum);
-        Ok((value, grads))
+        let mut sums = MetricSums::default();
+        for part in ranks.gather(loss.sums)? {
+            sums.combine(&part);
+        }
+        for (name, value) in sums.metrics(&params, true) {
+            acc.record(name, value);
+        }
+        Ok((loss.value, grads))
     }
-}
-
-/// TRL's per-micro-batch loss metrics: masked means, averaged over micro-batches at logging
-/// (`entropy_sum`: the masked sum of the tokens' entropies).
-fn record_loss_metrics(
-    acc: &mut MetricsAccumulator,
-    sums: &ObjectiveSums,
-    params: &ObjectiveParams,
-    entropy_sum: f64,
-) {
-    let tokens = sums.tokens;
-    let share = |x: f64| if tokens > 0.0 { x / tokens } else { f64::NAN };
-    acc.record("clip_ratio/low_mean", share(sums.low_clipped));
-    acc.record("clip_ratio/low_min", share(sums.low_clipped));
-    acc.record("clip_ratio/high_mean", share(sums.high_clipped));
-    acc.record("clip_ratio/high_max", share(sums.high_clipped));
-    acc.record(
-        "clip_ratio/region_mean",
-        share(sums.low_clipped + sums.high_clipped),
-    );
-    if params.kl.is_some() {
-        acc.record("kl", share(sums.kl));
-    }
-    acc.record("entropy", share(entropy_sum));
 }
 
 /// The padding id: the config's `pad_token_id`, else its first EOS id, else 0. Padding is
@@ -864,23 +853,35 @@ pub fn adamw_config(config: &GrpoConfig) -> AdamWConfig {
     }
 }
 
-/// Rejects the TRL settings that validate but that this trainer does not implement yet, so
-/// that none is silently ignored.
+/// Rejects the TRL settings that validate but that this trainer does not implement, so that
+/// none is silently ignored.
 fn check_supported(config: &GrpoConfig) -> Result<()> {
     let unsupported = [
-        ("min_p", config.min_p.is_some()),
-        ("repetition_penalty", config.repetition_penalty != 1.0),
-        ("top_entropy_quantile", config.top_entropy_quantile != 1.0),
-        ("entropy_coef", config.entropy_coef != 0.0),
-        ("sync_ref_model", config.sync_ref_model),
         (
-            "multi_objective_aggregation",
-            config.multi_objective_aggregation != MultiObjectiveAggregation::SumThenNormalize,
+            "entropy_coef",
+            config.entropy_coef != 0.0,
+            "the entropy bonus needs the gradient of the token entropies through the logits, \
+             which swerve's log-prob kernels do not carry (the entropies are computed without one)",
+        ),
+        (
+            "use_adaptive_entropy",
+            config.use_adaptive_entropy,
+            "it adapts the entropy bonus, which swerve's trainer does not have (see \
+             `entropy_coef`)",
         ),
     ];
-    match unsupported.iter().find(|(_, set)| *set) {
-        Some((field, _)) => Err(Error::Training {
-            reason: format!("`{field}` is not supported by swerve's trainer yet; leave it unset"),
+    if config.sync_ref_model && config.beta == 0.0 {
+        return Err(Error::Training {
+            reason: "`sync_ref_model = true` with `beta = 0`: there is no reference model to \
+                     synchronise; set a non-zero `beta` or leave `sync_ref_model` unset"
+                .into(),
+        });
+    }
+    match unsupported.iter().find(|(_, set, _)| *set) {
+        Some((field, _, why)) => Err(Error::Training {
+            reason: format!(
+                "`{field}` is not supported by swerve's trainer: {why}; leave it unset"
+            ),
         }),
         None => Ok(()),
     }

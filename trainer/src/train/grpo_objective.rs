@@ -1,28 +1,28 @@
-//! The GRPO loss of one micro-batch on dfdx tensors (clipped surrogate, KL term, weighted sum),
-//! mirroring the `f64` reference in [`crate::grpo::loss`]:
+//! The GRPO loss of one micro-batch on dfdx tensors: the exact `f64` objective of
+//! [`crate::grpo::loss`], attached to the policy's log-prob tensor so that the backward pass
+//! carries its gradient into the model.
 //!
 //! ```text
-//! r   = exp(logp − old_logp)                      old_logp = logp's values (detached) on-policy
-//! pg  = −A · r          where the clip is inactive
-//!       −A · (1 ± ε)    where it is active (r > 1 + ε_high with A > 0, r < 1 − ε_low with A < 0)
-//! kl  = exp(ref − logp) − (ref − logp) − 1        (× r with the bias correction; only when β ≠ 0)
-//! loss = Σ_it w_it · (pg + β · kl)                w from Normalisation::token_weights
+//! (loss, g) = micro_batch_terms(logp, …)        on the host, in f64: g = d loss / d logp, exact
+//! surrogate = Σ_it g_it · logp_it                on logp's tape
 //! ```
 //!
-//! `pg` is TRL's `−min(r·A, clamp(r)·A)` written case by case: the two agree everywhere, and
-//! writing the clipped case as a constant gives exactly TRL's gradient (0 where the clip is
-//! active) without relying on how dfdx's `minimum` and `clamp` split gradients at ties. Which
-//! tokens are clipped is decided on the host from the same values, so the clip metrics and the
-//! gradient cannot disagree.
+//! The surrogate's gradient with respect to the log-probs is `g` itself, so the model's
+//! parameters receive exactly `d loss / d θ = Σ g · d logp / d θ`. Every loss type, the
+//! sequence-level ratio, `delta`, the off-policy and entropy masks and the KL term are thus
+//! computed once, in one place, with the detached quantities TRL detaches (cispo's capped ratio,
+//! VESPO's φ, the masks) and the tie rules of `torch.minimum`. The surrogate's value is not the
+//! loss; the loss value is returned beside it.
 
 use dfdx::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::grpo::loss::{ObjectiveParams, token_terms};
+use crate::grpo::loss::{LossInputs, MetricSums, ObjectiveParams, OldLogps, micro_batch_terms};
 
 type T2<E, D, T> = Tensor<(usize, usize), E, D, T>;
 
-/// The constants of one micro-batch, each row-major `[rows, cols]` unless said otherwise.
+/// The constants of one micro-batch (this rank's rows of it), each row-major `[rows, cols]`
+/// unless said otherwise.
 #[derive(Debug, Clone, Copy)]
 pub struct MicroBatch<'a> {
     /// The sampling policy's log-probs; `None` when on-policy (the current values, detached).
@@ -33,121 +33,92 @@ pub struct MicroBatch<'a> {
     pub advantages: &'a [f64],
     /// The completion mask (1 = the token counts).
     pub mask: &'a [f64],
-    /// Each token's weight in the loss ([`crate::grpo::Normalisation::token_weights`]).
+    /// Each token's weight in the loss ([`crate::grpo::Normalisation::token_weights`] over the
+    /// whole micro-batch).
     pub weights: &'a [f64],
+    /// The policy's token entropies; needed by `top_entropy_quantile` < 1 and `entropy_coef`.
+    pub entropies: Option<&'a [f64]>,
+    /// The micro-batch's entropy threshold over all ranks ([`crate::grpo::loss::entropy_threshold`]);
+    /// `None` computes it from these rows.
+    pub entropy_threshold: Option<f32>,
+    /// GAS, for the entropy bonus.
+    pub gradient_accumulation_steps: usize,
 }
 
-/// Masked sums over one micro-batch's tokens, for the loss-side metrics.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct ObjectiveSums {
-    /// Σ mask.
-    pub tokens: f64,
-    /// Tokens with `r < 1 − ε_low` and `A < 0`.
-    pub low_clipped: f64,
-    /// Tokens with `r > 1 + ε_high` and `A > 0`.
-    pub high_clipped: f64,
-    /// Σ of the KL term as used in the loss (bias correction included); 0 when β = 0.
-    pub kl: f64,
+/// What one micro-batch's objective gives: the surrogate to backpropagate, the loss value and
+/// the metric sums.
+pub struct MicroBatchLoss<E: Dtype, D: Device<E>, T> {
+    /// `Σ g · logp` on the log-probs' tape: backpropagate this.
+    pub surrogate: Tensor<(), E, D, T>,
+    /// The micro-batch loss, in `f64`.
+    pub value: f64,
+    /// The loss-side metric sums of these rows.
+    pub sums: MetricSums,
 }
 
-impl std::ops::AddAssign for ObjectiveSums {
-    fn add_assign(&mut self, o: Self) {
-        self.tokens += o.tokens;
-        self.low_clipped += o.low_clipped;
-        self.high_clipped += o.high_clipped;
-        self.kl += o.kl;
-    }
-}
-
-/// The micro-batch loss (a scalar on `logps`' tape) and its metric sums.
+/// The micro-batch loss of `logps` (on a tape) under `params`.
 pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     logps: T2<E, D, T>,
     batch: &MicroBatch<'_>,
     params: &ObjectiveParams,
-) -> Result<(Tensor<(), E, D, T>, ObjectiveSums)> {
+) -> Result<MicroBatchLoss<E, D, T>> {
     let (rows, cols) = *logps.shape();
     let n = rows * cols;
     let shape_ok = batch.advantages.len() == rows
         && batch.mask.len() == n
         && batch.weights.len() == n
         && batch.old_logps.is_none_or(|o| o.len() == n)
-        && batch.ref_logps.is_none_or(|r| r.len() == n);
+        && batch.ref_logps.is_none_or(|r| r.len() == n)
+        && batch.entropies.is_none_or(|e| e.len() == n);
     if !shape_ok {
         return Err(Error::Training {
             reason: format!("micro-batch inputs do not match its {rows}×{cols} log-probs"),
         });
     }
-    if params.kl.is_some() && batch.ref_logps.is_none() {
-        return Err(Error::Training {
-            reason: "beta > 0 needs reference log-probs".into(),
-        });
-    }
-    let dev = logps.device().clone();
+    let to_rows =
+        |flat: &[f64]| -> Vec<Vec<f64>> { flat.chunks(cols.max(1)).map(<[f64]>::to_vec).collect() };
     let cur: Vec<f64> = logps
         .as_vec()
         .into_iter()
         .map(|x| x.to_f64().unwrap_or(f64::NAN))
         .collect();
-    let old: Vec<f64> = match batch.old_logps {
-        Some(old) => old.to_vec(),
-        None => cur.clone(),
+    let cur_rows = to_rows(&cur);
+    let old_rows = batch.old_logps.map(to_rows);
+    let ref_rows = batch.ref_logps.map(to_rows);
+    let mask_rows = to_rows(batch.mask);
+    let entropy_rows = batch.entropies.map(to_rows);
+    let inputs = LossInputs {
+        cur_logps: &cur_rows,
+        old_logps: match &old_rows {
+            Some(old) => OldLogps::Stored(old),
+            None => OldLogps::Detached,
+        },
+        ref_logps: ref_rows.as_deref(),
+        completion_mask: &mask_rows,
+        advantages: batch.advantages,
+        entropies: entropy_rows.as_deref(),
     };
-    let mut sums = ObjectiveSums::default();
-    // Per token: the coefficient of r in pg (−A, or 0 where clipped) and pg's constant part.
-    let mut ratio_coef = vec![0.0; n];
-    let mut pg_const = vec![0.0; n];
-    for i in 0..n {
-        let m = batch.mask[i];
-        if m == 0.0 {
-            continue;
-        }
-        let a = batch.advantages[i / cols];
-        let reference = batch.ref_logps.map(|r| r[i]);
-        let terms = token_terms(cur[i], old[i], reference, a, params);
-        sums.tokens += m;
-        sums.kl += m * terms.kl.unwrap_or(0.0);
-        if terms.low_clipped {
-            sums.low_clipped += m;
-            pg_const[i] = -a * (1.0 - params.epsilon_low);
-        } else if terms.high_clipped {
-            sums.high_clipped += m;
-            pg_const[i] = -a * (1.0 + params.epsilon_high);
-        } else {
-            ratio_coef[i] = -a;
-        }
-    }
-    let constant = |values: Vec<f64>| -> T2<E, D, NoneTape> {
-        let values = values
-            .into_iter()
-            .map(|x| E::from_f64(x).expect("finite constants"))
-            .collect();
-        dev.tensor_from_vec(values, (rows, cols))
-    };
-    let weights = constant(batch.weights.to_vec());
-    let one = E::from_f64(1.0).expect("one");
-    // Every use but the last takes a `retaped` copy (same tensor id, so gradients add up); the
-    // last use takes the original, whose tape holds the forward pass.
-    let kl = match (params.kl, batch.ref_logps) {
-        (Some(penalty), Some(reference)) => {
-            let delta = logps.retaped::<T>().negate() + constant(reference.to_vec());
-            let k3 = delta.retaped::<T>().exp() - delta - one;
-            Some((penalty, k3))
-        }
-        _ => None,
-    };
-    let ratio = (logps - constant(old)).exp();
-    let loss_tok = match kl {
-        Some((penalty, k3)) => {
-            let beta = E::from_f64(penalty.beta).expect("finite beta");
-            if penalty.use_bias_correction {
-                let pg = ratio.retaped::<T>() * constant(ratio_coef) + constant(pg_const);
-                pg + k3 * ratio * beta
-            } else {
-                ratio * constant(ratio_coef) + constant(pg_const) + k3 * beta
-            }
-        }
-        None => ratio * constant(ratio_coef) + constant(pg_const),
-    };
-    let loss = (loss_tok * weights).sum::<(), _>();
-    Ok((loss, sums))
+    let terms = micro_batch_terms(
+        &inputs,
+        &to_rows(batch.weights),
+        params,
+        batch.gradient_accumulation_steps,
+        batch.entropy_threshold,
+    )
+    .map_err(|e| Error::Training {
+        reason: format!("GRPO objective: {e}"),
+    })?;
+    let dev = logps.device().clone();
+    let grad: Vec<E> = terms
+        .grad
+        .iter()
+        .flatten()
+        .map(|&g| E::from_f64(g).unwrap_or_default())
+        .collect();
+    let grad: T2<E, D, NoneTape> = dev.tensor_from_vec(grad, (rows, cols));
+    Ok(MicroBatchLoss {
+        surrogate: (logps * grad).sum::<(), _>(),
+        value: terms.loss,
+        sums: terms.sums,
+    })
 }

@@ -112,11 +112,12 @@ impl MetricsAccumulator {
         }
     }
 
-    /// The mean of each metric's values.
+    /// The mean of each metric's values, skipping NaN as TRL's `log` does (NaN when every value
+    /// is).
     pub fn means(&self) -> BTreeMap<String, f64> {
         self.values
             .iter()
-            .map(|(name, v)| (name.clone(), v.iter().sum::<f64>() / v.len() as f64))
+            .map(|(name, v)| (name.clone(), crate::grpo::stats::nanmean(v)))
             .collect()
     }
 }

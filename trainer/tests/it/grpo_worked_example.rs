@@ -1,11 +1,15 @@
 //! Checks swerve's GRPO math against every expected number of the worked-example case files
-//! (JSON in the layout of `grpo::case::CaseFile`, expected values computed with TRL's formulas in
-//! full `f64` precision): rewards, advantages, metrics, losses and gradients.
+//! (JSON in the layout of `grpo::case::CaseFile`): rewards, advantages, metrics, masks, losses
+//! and gradients.
 //!
-//! Files: every `grpo*.json` in this crate's `tests/data/` (the worked example is one), plus any
-//! listed in `SWERVE_GRPO_CASE_FILES` (a path list, `:`-separated). Tolerance: 1e-12 relative,
-//! the bound swerve holds its `f64` implementation to (1e-15 absolute for expected values at or
-//! near 0); `SWERVE_GRPO_REL_TOL` overrides the relative bound.
+//! Files: every `grpo*.json` in this crate's `tests/data/` (the worked example, expected values
+//! computed with TRL's formulas in full `f64` precision) and in `tests/data/trl-1.16/` (computed
+//! by TRL 1.16.0 itself, see its README), plus any listed in `SWERVE_GRPO_CASE_FILES` (a path
+//! list, `:`-separated). Tolerance: 1e-12 relative, the bound swerve holds its `f64`
+//! implementation to (1e-15 absolute for expected values at or near 0); `SWERVE_GRPO_REL_TOL`
+//! overrides the relative bound. The metrics a file lists under `dtype.float32_metrics` are
+//! float32 roundings in TRL (`.float()` of boolean and integer tensors) and are compared to
+//! 2⁻²³ relative, one float32 rounding.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +19,9 @@ use swerve_trainer::grpo::case::{CaseFile, FileEvaluation, Matrix};
 use swerve_trainer::grpo::{LossType, ScaleRewards};
 
 const ABS_TOL: f64 = 1e-15;
+
+/// One float32 rounding, relative.
+const F32_TOL: f64 = 1.0 / 8_388_608.0;
 
 /// The case files carried with the repository.
 fn data_dir() -> PathBuf {
@@ -26,9 +33,13 @@ fn worked_example() -> PathBuf {
 }
 
 fn case_files() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(data_dir())
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", data_dir().display()))
-        .map(|entry| entry.unwrap().path())
+    let mut files: Vec<PathBuf> = [data_dir(), data_dir().join("trl-1.16")]
+        .iter()
+        .flat_map(|dir| {
+            std::fs::read_dir(dir)
+                .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+                .map(|entry| entry.unwrap().path())
+        })
         .filter(|path| {
             let name = path.file_name().unwrap().to_string_lossy();
             name.starts_with("grpo") && name.ends_with(".json")
@@ -41,8 +52,13 @@ fn case_files() -> Vec<PathBuf> {
     assert!(
         files
             .iter()
-            .any(|f| f.ends_with("grpo-worked-example.json")),
-        "the worked example must be among {files:?}"
+            .any(|f| f.ends_with("grpo-worked-example.json"))
+            && files
+                .iter()
+                .filter(|f| f.parent().unwrap().ends_with("trl-1.16"))
+                .count()
+                >= 6,
+        "the worked example and TRL's six files must be among {files:?}"
     );
     files
 }
@@ -57,6 +73,8 @@ struct Checker {
     checked: usize,
     worst: (f64, String),
     failures: Vec<String>,
+    /// Metrics compared at [`F32_TOL`] in the file being checked.
+    float32: Vec<String>,
 }
 
 impl Checker {
@@ -66,11 +84,16 @@ impl Checker {
             checked: 0,
             worst: (0.0, String::new()),
             failures: Vec::new(),
+            float32: Vec::new(),
         }
     }
 
     /// `expected` None stands for NaN (`null` in the file).
     fn number(&mut self, what: &str, actual: f64, expected: Option<f64>) {
+        self.number_within(what, actual, expected, self.rel_tol);
+    }
+
+    fn number_within(&mut self, what: &str, actual: f64, expected: Option<f64>, rel_tol: f64) {
         self.checked += 1;
         let Some(expected) = expected else {
             if !actual.is_nan() {
@@ -88,7 +111,7 @@ impl Checker {
         if expected.abs() > 1e-12 && relative > self.worst.0 {
             self.worst = (relative, what.to_owned());
         }
-        if !(error <= self.rel_tol * expected.abs() || error <= ABS_TOL) {
+        if !(error <= rel_tol * expected.abs() || error <= ABS_TOL) {
             self.failures.push(format!(
                 "{what}: expected {expected:e}, got {actual:e} (relative error {relative:e})"
             ));
@@ -131,11 +154,33 @@ impl Checker {
         expected: &BTreeMap<String, Option<f64>>,
     ) {
         for (name, value) in expected {
+            let tol = if self.float32.contains(name) {
+                F32_TOL
+            } else {
+                self.rel_tol
+            };
             match actual.get(name) {
-                Some(a) => self.number(&format!("{what} {name}"), *a, *value),
+                Some(a) => self.number_within(&format!("{what} {name}"), *a, *value, tol),
                 None => self
                     .failures
                     .push(format!("{what}: metric {name} is not computed")),
+            }
+        }
+    }
+
+    /// The metrics and no others (for files TRL wrote, which hold every metric it logged).
+    fn exact_metrics(
+        &mut self,
+        what: &str,
+        actual: &BTreeMap<String, f64>,
+        expected: &BTreeMap<String, Option<f64>>,
+    ) {
+        self.metrics(what, actual, expected);
+        for name in actual.keys() {
+            if !expected.contains_key(name) {
+                self.failures.push(format!(
+                    "{what}: metric {name} is logged but TRL does not log it"
+                ));
             }
         }
     }
@@ -145,8 +190,33 @@ fn some(values: &[f64]) -> Vec<Option<f64>> {
     values.iter().copied().map(Some).collect()
 }
 
+/// TRL's name of a `scale_rewards` key (`"group"`, … or the booleans `"true"`/`"false"`).
+fn scale_by_name(name: &str) -> ScaleRewards {
+    match name {
+        "true" => ScaleRewards::Group,
+        "false" => ScaleRewards::None,
+        _ => ScaleRewards::ALL
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            .unwrap_or_else(|| panic!("unknown scale_rewards mode {name}")),
+    }
+}
+
 fn check_file(path: &Path, checker: &mut Checker) -> FileEvaluation {
     let file = CaseFile::load(path).unwrap_or_else(|e| panic!("{e:#?}"));
+    // Keys beyond the case layout: who wrote the file and which metrics are float32.
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let by_trl = raw.get("generated_by").is_some();
+    checker.float32 = raw["dtype"]["float32_metrics"]
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| n.as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
     let evaluation = file
         .evaluate()
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -164,11 +234,13 @@ fn check_file(path: &Path, checker: &mut Checker) -> FileEvaluation {
                 group_std,
             );
         }
-        for (mode, values) in expected.advantages.iter().flatten() {
-            let scale = ScaleRewards::ALL
-                .into_iter()
-                .find(|s| s.as_str() == mode)
-                .unwrap_or_else(|| panic!("{tag}: unknown scale_rewards mode {mode}"));
+        let modes = expected
+            .advantages
+            .iter()
+            .flatten()
+            .chain(expected.advantages_scale_rewards_bool.iter().flatten());
+        for (mode, values) in modes {
+            let scale = scale_by_name(mode);
             checker.list(
                 &format!("{tag} advantages/{mode}"),
                 batch.advantages(scale),
@@ -182,30 +254,61 @@ fn check_file(path: &Path, checker: &mut Checker) -> FileEvaluation {
                 Some(n),
             );
         }
+        if let Some(mask) = &expected.completion_mask_after_masking {
+            checker.matrix(
+                &format!("{tag} completion_mask_after_masking"),
+                &batch.completion_mask,
+                mask,
+            );
+        }
         if let Some(metrics) = &expected.metrics {
             checker.metrics(&tag, &batch.metrics, metrics);
         }
     }
 
-    for (case, result) in file.cases.iter().zip(&evaluation.cases) {
+    // The loss side is checked on the file's own advantages where it has them, so that it is
+    // checked alone: an advantage that is 0 up to rounding (GDPO's centred sum of a group with
+    // equal rewards, −5.5e-17 in TRL, summed in torch's SIMD order) has a sign that decides
+    // whether its tokens count as clipped, while the advantages themselves agree to 1e-15 above.
+    let mut given = batch.clone();
+    for (mode, values) in file
+        .expected
+        .iter()
+        .flat_map(|e| e.advantages.iter().flatten())
+    {
+        let index = ScaleRewards::ALL
+            .iter()
+            .position(|s| *s == scale_by_name(mode))
+            .unwrap();
+        given.advantages_by_mode[index].values.clone_from(values);
+    }
+    let reports: Vec<_> = file
+        .cases
+        .iter()
+        .map(|case| {
+            file.evaluate_case(case, &given)
+                .unwrap_or_else(|e| panic!("{tag}/{}: {e}", case.name))
+        })
+        .collect();
+    for (case, report) in file.cases.iter().zip(&reports) {
         let Some(expected) = &case.expected else {
             continue;
         };
         let tag = format!("{tag}/{}", case.name);
-        let report = &result.report;
-        if let Some(ratio) = &expected.ratio {
-            checker.matrix(&format!("{tag} ratio"), &report.ratio, ratio);
-        }
-        if let Some(per_token_loss) = &expected.per_token_loss {
-            checker.matrix(
-                &format!("{tag} per_token_loss"),
-                &report.per_token_loss,
-                per_token_loss,
-            );
-        }
-        for loss_type in LossType::ALL {
-            let name = loss_type.as_str();
-            let actual = report.by_type(loss_type);
+        let names: Vec<String> = expected
+            .loss
+            .iter()
+            .flat_map(|l| l.keys().cloned())
+            .collect();
+        for name in &names {
+            let loss_type = LossType::from_name(name)
+                .unwrap_or_else(|| panic!("{tag}: unknown loss type {name}"));
+            let Some(actual) = report.by_type(loss_type) else {
+                checker
+                    .failures
+                    .push(format!("{tag}: {name} was not evaluated"));
+                continue;
+            };
             if let Some(loss) = expected.loss.as_ref().and_then(|l| l.get(name)) {
                 checker.number(&format!("{tag} loss/{name}"), actual.loss, Some(*loss));
             }
@@ -246,15 +349,72 @@ fn check_file(path: &Path, checker: &mut Checker) -> FileEvaluation {
                     }
                 }
             }
+            if let Some(ratio) = &expected.ratio {
+                checker.matrix(&format!("{tag} ratio/{name}"), &actual.ratio, ratio);
+            }
+            if let Some(per_token_loss) = &expected.per_token_loss {
+                checker.matrix(
+                    &format!("{tag} per_token_loss/{name}"),
+                    &actual.per_token_loss,
+                    per_token_loss,
+                );
+            }
+            if let Some(metrics) = &expected.metrics {
+                if by_trl {
+                    checker.exact_metrics(&tag, &actual.metrics, metrics);
+                } else {
+                    checker.metrics(&tag, &actual.metrics, metrics);
+                }
+            }
+            if let Some(micro) = &expected.micro_batch_metrics {
+                if micro.len() != actual.micro_batch_metrics.len() {
+                    checker
+                        .failures
+                        .push(format!("{tag}: micro-batch metric count differs"));
+                }
+                for (k, (a, e)) in actual.micro_batch_metrics.iter().zip(micro).enumerate() {
+                    checker.exact_metrics(&format!("{tag} micro-batch {k}"), a, e);
+                }
+            }
+            if let Some(mask) = &expected.entropy_mask {
+                let kept: Vec<Vec<f64>> = actual
+                    .entropy_mask
+                    .iter()
+                    .flatten()
+                    .map(|row| row.iter().map(|&k| f64::from(u8::from(k))).collect())
+                    .collect();
+                checker.matrix(&format!("{tag} entropy_mask"), &kept, mask);
+            }
+            if let Some(mask) = &expected.off_policy_mask {
+                let kept: Vec<f64> = actual
+                    .off_policy_mask
+                    .iter()
+                    .flatten()
+                    .map(|&k| f64::from(u8::from(k)))
+                    .collect();
+                checker.list(&format!("{tag} off_policy_mask"), &kept, &some(mask));
+            }
+            if let Some(phi) = &expected.phi_seq {
+                let actual_phi = actual.phi_seq.clone().unwrap_or_default();
+                checker.list(&format!("{tag} phi_seq"), &actual_phi, &some(phi));
+            }
         }
-        if let Some(metrics) = &expected.metrics {
-            let actual: BTreeMap<String, f64> = report
-                .metrics
-                .to_trl_names()
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v))
-                .collect();
-            checker.metrics(&tag, &actual, metrics);
+        if names.is_empty() {
+            checker.failures.push(format!("{tag}: no expected loss"));
+        }
+        if let Some(generation) = &expected.generation_metrics {
+            for (name, value) in generation {
+                assert_eq!(
+                    name, "frac_reward_zero_std",
+                    "{tag}: unknown generation metric"
+                );
+                checker.number_within(
+                    &format!("{tag} {name}"),
+                    batch.frac_reward_zero_std(case.scale_rewards),
+                    *value,
+                    F32_TOL,
+                );
+            }
         }
     }
     evaluation
@@ -313,8 +473,8 @@ fn headline_losses_of_the_worked_example() {
     ];
     for (name, losses) in expected {
         let case = evaluation.cases.iter().find(|c| c.name == name).unwrap();
-        for (loss_type, value) in LossType::ALL.into_iter().zip(losses) {
-            let actual = case.report.by_type(loss_type).loss;
+        for (loss_type, value) in LossType::CLASSIC.into_iter().zip(losses) {
+            let actual = case.report.by_type(loss_type).unwrap().loss;
             assert!(
                 (actual - value).abs() < 5e-11,
                 "{name} {loss_type:?}: {actual} vs {value}"
@@ -343,7 +503,7 @@ fn cli_loss_prints_one_object_keyed_by_case() {
     for case in &file.cases {
         let entry = output[&case.name].as_object().unwrap();
         let expected = case.expected.as_ref().unwrap();
-        for loss_type in LossType::ALL {
+        for loss_type in LossType::CLASSIC {
             let name = loss_type.as_str();
             let printed = entry[name]
                 .as_f64()
@@ -379,8 +539,8 @@ fn cli_loss_prints_one_object_keyed_by_case() {
         "{}",
         checker.failures.join("\n")
     );
-    // 16 losses, 20 micro-batch losses, 15 metrics.
-    assert_eq!(checker.checked, 51);
+    // 16 losses, 20 micro-batch losses, 19 metrics.
+    assert_eq!(checker.checked, 55);
 
     // Printed floats read back to the very same f64.
     let evaluation = file.evaluate().unwrap();
@@ -391,7 +551,7 @@ fn cli_loss_prints_one_object_keyed_by_case() {
         .unwrap();
     assert_eq!(
         output["off_policy"]["dapo"].as_f64().unwrap(),
-        off.report.by_type(LossType::Dapo).loss
+        off.report.by_type(LossType::Dapo).unwrap().loss
     );
 }
 

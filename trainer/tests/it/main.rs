@@ -11,6 +11,7 @@ mod model_memory;
 mod model_optim;
 mod ranks;
 mod relocatable;
+mod sampling_trl;
 mod tokenizer_asset;
 mod train_objective;
 mod train_reporting;

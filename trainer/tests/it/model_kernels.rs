@@ -393,6 +393,7 @@ fn host_decoding_samples_what_the_fused_blocks_sample() {
             eos_token_ids: vec![5, 6],
             pad_token_id: 0,
             first_row: 0,
+            ..SamplingConfig::default()
         };
         let (want, want_logits) = blocks_generate(&model, &prompts, &cfg);
         let got = generate(&model, &prompts, &cfg).unwrap();
