@@ -668,7 +668,7 @@ fn ranks_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
             ModelParams::random(&config, &Cpu::default(), 1, 0.02),
         );
         let model_dir = work.path().join(case.name);
-        swerve_trainer::checkpoint::save(&model_dir, &model, Some(&tokenizer), None)?;
+        swerve_trainer::checkpoint::save(&model_dir, &model, Some(&tokenizer), None, None)?;
         let bytes = 4 * model.params.num_parameters();
         drop(model);
         // Prompts and completions of the fixture vocabulary's words, distinct per example.

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::model::params::{Moments, Param};
 use crate::model::safetensors_io::{self, HostTensor};
-use crate::model::{AdamW, AdamWConfig, CausalLm};
+use crate::model::{AdamW, AdamWConfig, CausalLm, ModelParams};
 
 /// Optimiser moments file.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
@@ -108,14 +108,20 @@ struct ResumeFile {
 /// What a training checkpoint restores: the model, its optimiser and the run state.
 pub type Resumed<D> = (CausalLm<f32, D>, AdamW<f32, D>, RunState);
 
-/// Writes `model` (and, for resuming a run, its optimiser and run state) to `dir` in Hugging
-/// Face layout, copying the tokenizer files from the directory of `tokenizer_json` when given.
-/// Replaces `dir` if it exists, only once the new checkpoint is whole.
+/// The folder of a checkpoint that holds the run's reference model's weights, when the run
+/// changes them (GRPO's `sync_ref_model`).
+pub const REFERENCE_DIR: &str = "reference";
+
+/// Writes `model` (and, for resuming a run, its optimiser and run state, and the reference
+/// weights when the run changes them) to `dir` in Hugging Face layout, copying the tokenizer
+/// files from the directory of `tokenizer_json` when given. Replaces `dir` if it exists, only
+/// once the new checkpoint is whole.
 pub fn save<E: Dtype, D: Device<E>>(
     dir: &Path,
     model: &CausalLm<E, D>,
     tokenizer_json: Option<&Path>,
     resume: Option<(&AdamW<E, D>, &RunState)>,
+    reference: Option<&ModelParams<E, D>>,
 ) -> Result<()> {
     let partial = sibling(dir, "partial");
     if partial.exists() {
@@ -136,6 +142,11 @@ pub fn save<E: Dtype, D: Device<E>>(
                 fs_err::copy(&src, partial.join(name)).map_err(|e| Error::io(&src, e))?;
             }
         }
+    }
+    if let Some(reference) = reference {
+        let folder = partial.join(REFERENCE_DIR);
+        fs_err::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        safetensors_io::save_params(reference, &folder.join(safetensors_io::SINGLE_FILE))?;
     }
     if let Some((opt, run)) = resume {
         let mut tensors = BTreeMap::new();

@@ -194,7 +194,7 @@ fn run_on<D: Kernels<f32>>(
         ),
     );
     let init_dir = paths.out.join("init");
-    checkpoint::save(&init_dir, &init, Some(&tokenizer_path), None)?;
+    checkpoint::save(&init_dir, &init, Some(&tokenizer_path), None, None)?;
     tracing::info!(
         parameters = init.params.num_parameters(),
         dir = %init_dir.display(),

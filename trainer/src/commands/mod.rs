@@ -21,7 +21,7 @@ use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
-use crate::model::{AdamW, CausalLm, Kernels};
+use crate::model::{AdamW, CausalLm, Kernels, safetensors_io};
 use crate::predict::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
 use crate::predict::{PredictSettings, predict};
 use crate::ranks::Ranks;
@@ -320,9 +320,27 @@ fn grpo_on<D: Kernels<f32>>(
         }
         Some(dir) => {
             let (policy, resume) = resume_checkpoint(dir, dev)?;
-            let reference = keep_reference
-                .then(|| CausalLm::<f32, D>::load(&cmd.source.model, dev))
-                .transpose()?;
+            let reference = match keep_reference {
+                false => None,
+                // `sync_ref_model` moves the reference: the checkpoint holds where it stood.
+                true if cmd.config.sync_ref_model => {
+                    let folder = model_dir(dir)?.join(checkpoint::REFERENCE_DIR);
+                    if !folder.is_dir() {
+                        return Err(Error::Checkpoint {
+                            path: dir.to_path_buf(),
+                            reason: format!(
+                                "`sync_ref_model = true` needs the synced reference weights, and \
+                                 the checkpoint has no {}/ folder (it comes from a run without \
+                                 sync_ref_model)",
+                                checkpoint::REFERENCE_DIR
+                            ),
+                        });
+                    }
+                    let params = safetensors_io::load_params(&folder, &policy.config, dev)?;
+                    Some(CausalLm::new(policy.config.clone(), params))
+                }
+                true => Some(CausalLm::<f32, D>::load(&cmd.source.model, dev)?),
+            };
             (policy, reference, Some(resume))
         }
     };

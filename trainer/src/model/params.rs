@@ -164,6 +164,34 @@ impl<E: Dtype, D: Device<E>> ModelParams<E, D> {
         named_params!(self, mut)
     }
 
+    /// Moves `target` towards these parameters: `target ← (1 − α) · target + α · self`, tensor
+    /// by tensor (TR-DPO's reference update, TRL's `sync_ref_model`). Both must have the same
+    /// shapes (the same model).
+    pub fn mix_into(&self, target: &mut ModelParams<E, D>, alpha: f64) {
+        let keep = E::from_f64(1.0 - alpha).expect("a finite weight");
+        let take = E::from_f64(alpha).expect("a finite weight");
+        let mix = |t: &mut Vec<E>, s: Vec<E>| {
+            for (t, s) in t.iter_mut().zip(s) {
+                *t = *t * keep + s * take;
+            }
+        };
+        for ((_, source), (_, dest)) in self.named().into_iter().zip(target.named_mut()) {
+            match (source, dest) {
+                (Param::Vector(s), Param::Vector(d)) => {
+                    let mut values = d.as_vec();
+                    mix(&mut values, s.as_vec());
+                    d.copy_from(&values);
+                }
+                (Param::Matrix(s), Param::Matrix(d)) => {
+                    let mut values = d.as_vec();
+                    mix(&mut values, s.as_vec());
+                    d.copy_from(&values);
+                }
+                _ => unreachable!("the same model has the same parameter kinds"),
+            }
+        }
+    }
+
     /// Builds parameters from host values by name; `values(name, shape)` returns the row-major
     /// data of each tensor listed by [`expected_shapes`].
     pub fn from_host<F>(config: &ModelConfig, dev: &D, mut values: F) -> crate::error::Result<Self>

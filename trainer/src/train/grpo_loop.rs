@@ -45,7 +45,7 @@ use crate::grpo::advantages::{TRL_STD_EPS, batch_advantages};
 use crate::grpo::loss::{MetricSums, entropy_threshold};
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
 use crate::grpo::{GrpoConfig, GrpoError, Normalisation, rewards};
-use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
+use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels, ModelParams};
 use crate::predict::patch::completion_patch;
 use crate::ranks::Ranks;
 use crate::report::metrics_log::StepMetrics;
@@ -272,6 +272,15 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         &self.config
     }
 
+    /// The reference weights when the run moves them (`sync_ref_model`), which its checkpoints
+    /// must then hold.
+    pub fn synced_reference(&self) -> Option<&ModelParams<f32, D>> {
+        self.reference
+            .as_ref()
+            .filter(|_| self.config.sync_ref_model)
+            .map(|r| &r.params)
+    }
+
     /// What this run will hold on `device`, for its memory plan: micro-batches of the longest
     /// prompt and a full-length completion, and whole generation batches.
     pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
@@ -331,7 +340,12 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             // The last step always saves, also inside a generation batch (such a checkpoint
             // holds the final weights but does not resume: `new` refuses it).
             if (at_boundary && output.due(self.state.step)) || self.finished() {
-                output.save(&self.policy, &self.optimizer, &self.state)?;
+                output.save(
+                    &self.policy,
+                    &self.optimizer,
+                    &self.state,
+                    self.synced_reference(),
+                )?;
             }
         }
         Ok(())
@@ -371,6 +385,18 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         self.optimizer.config.lr = lr;
         let stats = self.optimizer.step(&mut self.policy.params, &mut grads);
         self.state.step += 1;
+        // TR-DPO's reference update, after the step as TRL's SyncRefModelCallback does it.
+        if self.config.sync_ref_model
+            && self
+                .state
+                .step
+                .is_multiple_of(self.config.ref_model_sync_steps as u64)
+            && let Some(reference) = self.reference.as_mut()
+        {
+            self.policy
+                .params
+                .mix_into(&mut reference.params, self.config.ref_model_mixup_alpha);
+        }
         let elapsed = started.elapsed().as_secs_f64();
         let mut values = acc.means();
         let tokens = (self.state.num_tokens - tokens_before) as f64;

@@ -24,7 +24,7 @@ use dfdx::prelude::Device;
 
 use crate::checkpoint::{self, RunState};
 use crate::error::Result;
-use crate::model::{AdamW, CausalLm};
+use crate::model::{AdamW, CausalLm, ModelParams};
 use crate::report::metrics_log::{MetricsLog, ReportTo};
 
 /// Where a run writes: its metrics file and its checkpoints.
@@ -51,12 +51,14 @@ impl RunOutput {
         checkpoint_path(&self.checkpoint_dir, step)
     }
 
-    /// Saves a checkpoint at the state's step.
+    /// Saves a checkpoint at the state's step (with the reference weights when the run changes
+    /// them).
     pub fn save<D: Device<f32>>(
         &self,
         model: &CausalLm<f32, D>,
         optimizer: &AdamW<f32, D>,
         state: &RunState,
+        reference: Option<&ModelParams<f32, D>>,
     ) -> Result<PathBuf> {
         let dir = self.checkpoint_path(state.step);
         checkpoint::save(
@@ -64,6 +66,7 @@ impl RunOutput {
             model,
             self.tokenizer_json.as_deref(),
             Some((optimizer, state)),
+            reference,
         )?;
         tracing::info!(step = state.step, dir = %dir.display(), "saved checkpoint");
         Ok(dir)

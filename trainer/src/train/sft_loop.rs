@@ -310,7 +310,7 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             };
             output.metrics.append(&metrics)?;
             if output.due(self.state.step) || self.finished() {
-                output.save(&self.model, &self.optimizer, &self.state)?;
+                output.save(&self.model, &self.optimizer, &self.state, None)?;
             }
         }
         Ok(())

@@ -250,6 +250,7 @@ fn checkpoints_carry_the_chat_template() {
         &model,
         Some(&model_dir.join("tokenizer.json")),
         None,
+        None,
     )
     .unwrap();
     let t = ChatTemplate::from_checkpoint(&checkpoint).unwrap().unwrap();

@@ -227,6 +227,7 @@ fn checkpoint_round_trip_resumes_the_optimiser() {
         &model,
         Some(&fixture("tokenizer.json")),
         Some((&opt, &run)),
+        None,
     )
     .unwrap();
     // Saving again over an existing checkpoint replaces it.
@@ -235,6 +236,7 @@ fn checkpoint_round_trip_resumes_the_optimiser() {
         &model,
         Some(&fixture("tokenizer.json")),
         Some((&opt, &run)),
+        None,
     )
     .unwrap();
     let checkpoint::Loaded {

@@ -135,8 +135,14 @@ fn grpo_run(
         let m = trainer.step().unwrap();
         output.metrics.append(&m).unwrap();
         if output.due(trainer.state.step) {
+            let reference = trainer.synced_reference();
             output
-                .save(&trainer.policy, &trainer.optimizer, &trainer.state)
+                .save(
+                    &trainer.policy,
+                    &trainer.optimizer,
+                    &trainer.state,
+                    reference,
+                )
                 .unwrap();
         }
     }
@@ -298,4 +304,141 @@ fn every_completion_is_executed_before_it_is_scored() {
         let expected_resolved = resolved as f64 / runs.len() as f64;
         assert_eq!(m.get("rewards/resolved/mean"), Some(expected_resolved));
     }
+}
+
+/// The 2025–26 objectives of TRL 1.16 run on the tiny model, and their metrics show that each
+/// is in force (the exact numbers are the `f64` objective's, checked against TRL's own in
+/// `grpo_worked_example`).
+#[test]
+fn trl_objectives_run_and_show_in_the_metrics() {
+    let run = |extra: &str| {
+        let config = GrpoConfig::from_toml_str(&format!(
+            r#"
+            learning_rate = 5e-3
+            max_steps = 2
+            num_generations = 4
+            per_device_train_batch_size = 4
+            gradient_accumulation_steps = 2
+            max_completion_length = 6
+            num_iterations = 2
+            seed = 7
+            {extra}
+            "#
+        ))
+        .unwrap();
+        grpo_run(&config, tempfile::tempdir().unwrap().path(), None, 2)
+    };
+    let value = |history: &[StepMetrics], step: usize, name: &str| {
+        *history[step]
+            .values
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} missing: {:?}", history[step]))
+    };
+    let token = run("");
+    // GSPO: one ratio per sequence, so each micro-batch's clip shares are multiples of 1/4 and
+    // `clip_ratio/high_max` is 0 or 1 per micro-batch.
+    let gspo = run(r#"importance_sampling_level = "sequence"
+        epsilon = 0.001
+        epsilon_high = 0.001"#);
+    let low = value(&gspo, 1, "clip_ratio/low_mean") + value(&gspo, 1, "clip_ratio/high_mean");
+    assert!(
+        low > 0.0,
+        "the tight bounds clip some sequences: {:?}",
+        gspo[1]
+    );
+    assert_eq!(
+        (low * 8.0).fract(),
+        0.0,
+        "{low}: whole sequences of two micro-batches"
+    );
+    assert_ne!(value(&gspo, 1, "loss"), value(&token, 1, "loss"));
+    // The entropy mask at ρ = 0 keeps one token per micro-batch: a far smaller gradient.
+    let masked = run("top_entropy_quantile = 0.0");
+    assert!(
+        value(&masked, 0, "grad_norm") < 0.5 * value(&token, 0, "grad_norm"),
+        "{} vs {}",
+        value(&masked, 0, "grad_norm"),
+        value(&token, 0, "grad_norm")
+    );
+    // The other loss types log their own metrics.
+    let cispo = run("loss_type = \"cispo\"\nepsilon_high = 5.0");
+    assert!(cispo[1].values.contains_key("cispo_clip_ratio"));
+    assert!(!cispo[1].values.contains_key("clip_ratio/low_mean"));
+    let vespo = run("loss_type = \"vespo\"");
+    let phi = value(&vespo, 1, "vespo/phi_seq_mean");
+    assert!(
+        phi > 0.0 && phi != 1.0,
+        "φ moves off 1 once off-policy: {phi}"
+    );
+    for loss_type in ["sapo", "luspo", "bnpo", "dr_grpo", "grpo"] {
+        let history = run(&format!(
+            "loss_type = \"{loss_type}\"\nimportance_sampling_level = \"sequence\"\ndelta = 1.5\noff_policy_mask_threshold = 0.1"
+        ));
+        assert!(value(&history, 1, "loss").is_finite(), "{loss_type}");
+    }
+    // Sampling: min_p = 1 keeps only the most likely token, so the G completions of a prompt
+    // are the same and every group's rewards are equal; the repetition penalty changes which.
+    let greedy = run("min_p = 1.0");
+    let penalised = run("min_p = 1.0\nrepetition_penalty = 2.0");
+    for history in [&greedy, &penalised] {
+        assert_eq!(value(history, 0, "frac_reward_zero_std"), 1.0);
+    }
+    assert!(value(&token, 0, "frac_reward_zero_std") < 1.0);
+    assert_ne!(
+        (
+            value(&greedy, 0, "reward"),
+            value(&greedy, 0, "completions/mean_length")
+        ),
+        (
+            value(&penalised, 0, "reward"),
+            value(&penalised, 0, "completions/mean_length")
+        )
+    );
+    // GDPO standardises over the batch: the advantages differ from the group-normalised ones.
+    let gdpo = run(r#"multi_objective_aggregation = "normalize_then_sum""#);
+    assert_ne!(value(&gdpo, 0, "loss"), value(&token, 0, "loss"));
+    assert_eq!(value(&gdpo, 0, "reward"), value(&token, 0, "reward"));
+}
+
+/// `sync_ref_model` with α = 1 copies the policy into the reference after every step, so the
+/// next step starts with no KL at all; without it the KL grows.
+#[test]
+fn sync_ref_model_moves_the_reference() {
+    let config = |sync: bool| {
+        GrpoConfig::from_toml_str(&format!(
+            r#"
+            learning_rate = 5e-3
+            max_steps = 3
+            num_generations = 4
+            per_device_train_batch_size = 4
+            max_completion_length = 6
+            beta = 0.04
+            seed = 7
+            sync_ref_model = {sync}
+            ref_model_mixup_alpha = 1.0
+            ref_model_sync_steps = 1
+            "#
+        ))
+        .unwrap()
+    };
+    let synced = grpo_run(&config(true), tempfile::tempdir().unwrap().path(), None, 3);
+    let frozen = grpo_run(&config(false), tempfile::tempdir().unwrap().path(), None, 3);
+    let kl = |h: &[StepMetrics], step: usize| *h[step].values.get("kl").unwrap();
+    assert_eq!(kl(&synced, 0), kl(&frozen, 0));
+    for step in 1..3 {
+        assert_eq!(kl(&synced, step), 0.0, "step {step}: {:?}", synced[step]);
+        assert!(kl(&frozen, step) > 0.0);
+    }
+    // The reference goes into the checkpoints of such a run.
+    let dir = tempfile::tempdir().unwrap();
+    grpo_run(&config(true), dir.path(), None, 2);
+    let reference = dir
+        .path()
+        .join("checkpoint-2")
+        .join(checkpoint::REFERENCE_DIR);
+    assert!(
+        reference.join("model.safetensors").is_file(),
+        "{}",
+        reference.display()
+    );
 }
