@@ -405,17 +405,20 @@ fn grpo_step<D: Kernels<f32>>(dev: &D) -> Vec<(String, Vec<f32>)> {
         advantages: &advantages,
         mask: &mask,
         weights: &weights,
+        entropies: None,
+        entropy_threshold: None,
+        gradient_accumulation_steps: 1,
     };
     let out = model
         .token_logps(&b, start, 1.0, model.params.alloc_grads())
         .expect("forward");
-    let (loss, _) = grpo_loss(
+    let loss = grpo_loss(
         out.logps,
         &micro,
         &ObjectiveParams::new(0.2, Some(0.28), 0.04, false),
     )
     .expect("loss");
-    let mut grads = model.params.keep_param_grads(loss.backward());
+    let mut grads = model.params.keep_param_grads(loss.surrogate.backward());
     let mut opt = AdamW::new(AdamWConfig {
         lr: 1e-3,
         ..AdamWConfig::default()

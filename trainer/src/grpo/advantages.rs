@@ -1,7 +1,7 @@
 //! Group statistics and advantages, as TRL's `GRPOTrainer` computes them.
 //!
 //! Completions come in groups of `num_generations` (G) consecutive entries, one group per prompt.
-//! With `r` the aggregated rewards (NaN = no reward, see [`rewards`](super::rewards)):
+//! With `r` the aggregated rewards (NaN = no reward, see [`rewards`]):
 //!
 //! ```text
 //! mean_g = nanmean(r over group g)          std_g = nanstd(r over group g)   (Bessel, n − 1)
