@@ -42,7 +42,7 @@ use std::time::Instant;
 use dfdx::prelude::*;
 use serde_json::json;
 use swerve_trainer::device::DeviceSpec;
-use swerve_trainer::grpo::loss::ObjectiveParams;
+use swerve_trainer::grpo::loss::{MicroBatchScope, ObjectiveParams};
 use swerve_trainer::model::{
     AdamW, AdamWConfig, CausalLm, KernelMode, Kernels, KvCache, ModelConfig, ModelParams, Param,
     TokenBatch,
@@ -405,15 +405,17 @@ fn grpo_step<D: Kernels<f32>>(dev: &D) -> Vec<(String, Vec<f32>)> {
         advantages: &advantages,
         mask: &mask,
         weights: &weights,
-        entropies: None,
-        entropy_threshold: None,
-        gradient_accumulation_steps: 1,
+        scope: MicroBatchScope {
+            gradient_accumulation_steps: 1,
+            ..MicroBatchScope::default()
+        },
     };
     let out = model
         .token_logps(&b, start, 1.0, model.params.alloc_grads())
         .expect("forward");
     let loss = grpo_loss(
         out.logps,
+        Some(out.entropy),
         &micro,
         &ObjectiveParams::new(0.2, Some(0.28), 0.04, false),
     )

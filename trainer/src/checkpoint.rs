@@ -54,6 +54,13 @@ pub struct RunState {
     /// times this); 1 in checkpoints written before ranks existed.
     #[serde(default = "one_rank")]
     pub num_processes: u64,
+    /// GRPO's adaptive entropy bonus (`use_adaptive_entropy`): the coefficient now, when the
+    /// controller has moved it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entropy_coef: Option<f64>,
+    /// The adaptive controller's last measured entropy (unset: none measured yet, +∞ in TRL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_world_entropy: Option<f64>,
 }
 
 fn one_rank() -> u64 {
@@ -70,6 +77,8 @@ impl Default for RunState {
             num_tokens: 0,
             total_steps: 0,
             num_processes: one_rank(),
+            entropy_coef: None,
+            last_world_entropy: None,
         }
     }
 }

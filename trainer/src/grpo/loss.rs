@@ -629,6 +629,19 @@ impl MetricSums {
     }
 }
 
+/// What one micro-batch's terms need from the whole micro-batch and the step, beyond its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct MicroBatchScope {
+    /// GAS, which the entropy bonus is divided by.
+    pub gradient_accumulation_steps: usize,
+    /// The micro-batch's [`entropy_threshold`] over all ranks; `None` computes it from these
+    /// rows.
+    pub entropy_threshold: Option<f32>,
+    /// `Σ M'`, the tokens the entropy bonus averages over, of the whole micro-batch over all
+    /// ranks; `None` counts these rows'.
+    pub entropy_tokens: Option<f64>,
+}
+
 /// Everything [`micro_batch_terms`] computes for one micro-batch (or one rank's rows of it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct MicroBatchTerms {
@@ -636,6 +649,9 @@ pub struct MicroBatchTerms {
     pub loss: f64,
     /// `d loss / d cur_logps`; exactly 0 at padding.
     pub grad: Vec<Vec<f64>>,
+    /// `d loss / d entropy` of each token: `−entropy_coef · M' / max(1, Σ M') / GAS` (all 0
+    /// without the bonus).
+    pub entropy_grad: Vec<Vec<f64>>,
     /// The ratio `r` per token (a sequence's ratio on each of its tokens), times the mask; before
     /// `delta`.
     pub ratio: Vec<Vec<f64>>,
@@ -723,18 +739,16 @@ fn vespo_phi(params: &VespoParams, log_ratios: impl Iterator<Item = f64>, a: f64
     if phi.is_finite() { phi } else { 0.0 }
 }
 
-/// The loss, gradient and metric sums of one micro-batch (`inputs` holds its rows; with several
+/// The loss, gradients and metric sums of one micro-batch (`inputs` holds its rows; with several
 /// ranks, this rank's rows of it), with `weights` from [`Normalisation::token_weights`] over the
-/// whole micro-batch. `entropy_threshold` is the micro-batch's [`entropy_threshold`] over all
-/// ranks; `None` computes it from these rows. `gradient_accumulation_steps` scales the entropy
-/// bonus, whose token count is these rows'.
+/// whole micro-batch and `scope` the rest of what the whole micro-batch decides.
 pub fn micro_batch_terms(
     inputs: &LossInputs<'_>,
     weights: &[Vec<f64>],
     params: &ObjectiveParams,
-    gradient_accumulation_steps: usize,
-    entropy_threshold: Option<f32>,
+    scope: &MicroBatchScope,
 ) -> Result<MicroBatchTerms, GrpoError> {
+    let entropy_threshold = scope.entropy_threshold;
     let rows = inputs.check_shapes(params)?;
     check_len("weights", rows, weights.len())?;
     for (row, (w, cur)) in weights.iter().zip(inputs.cur_logps).enumerate() {
@@ -900,28 +914,37 @@ pub fn micro_batch_terms(
         }
     }
 
-    let gas = gradient_accumulation_steps.max(1) as f64;
+    let gas = scope.gradient_accumulation_steps.max(1) as f64;
     sums.policy_loss = if params.loss_type.divides_by_gas() {
         loss * gas
     } else {
         loss
     };
+    let mut entropy_grad = zeros();
     if params.entropy_coef != 0.0 {
         let entropies = inputs.entropies.expect("checked by check_shapes");
-        let (mut sum, mut count) = (0.0, 0.0);
+        let kept = |i: usize, t: usize| entropy_mask.as_ref().is_none_or(|em| em[i][t]);
+        let local: f64 = (0..rows)
+            .flat_map(|i| {
+                active(i)
+                    .filter(move |&t| kept(i, t))
+                    .map(move |t| mask[i][t])
+            })
+            .sum();
+        let count = scope.entropy_tokens.unwrap_or(local).max(1.0);
+        let mut sum = 0.0;
         for i in 0..rows {
-            for t in active(i) {
-                if entropy_mask.as_ref().is_none_or(|em| em[i][t]) {
-                    sum += entropies[i][t] * mask[i][t];
-                    count += mask[i][t];
-                }
+            for t in active(i).filter(|&t| kept(i, t)) {
+                sum += entropies[i][t] * mask[i][t];
+                entropy_grad[i][t] = -params.entropy_coef * mask[i][t] / count / gas;
             }
         }
-        loss -= params.entropy_coef * (sum / f64::max(count, 1.0) / gas);
+        loss -= params.entropy_coef * (sum / count / gas);
     }
     Ok(MicroBatchTerms {
         loss,
         grad,
+        entropy_grad,
         ratio,
         per_token_loss: loss_tok,
         sums,
@@ -1037,13 +1060,11 @@ pub fn evaluate(
         for range in micro_batches {
             let part = inputs.rows(range.clone());
             let weights = norm.token_weights(loss_type, part.completion_mask);
-            let terms = micro_batch_terms(
-                &part,
-                &weights,
-                &params,
-                norm.gradient_accumulation_steps,
-                None,
-            )?;
+            let scope = MicroBatchScope {
+                gradient_accumulation_steps: norm.gradient_accumulation_steps,
+                ..MicroBatchScope::default()
+            };
+            let terms = micro_batch_terms(&part, &weights, &params, &scope)?;
             report.loss += terms.loss;
             report.micro_batch_losses.push(terms.loss);
             for (k, row) in range.clone().enumerate() {

@@ -123,13 +123,16 @@ impl TokenBatch {
 }
 
 /// Per-token log-probabilities and entropies of a batch's completion tokens (the GRPO loss's
-/// `logp` and TRL's entropy metric).
+/// `logp`, TRL's entropy metric, mask and bonus).
 #[derive(Debug)]
 pub struct TokenLogps<E: Dtype, D: Device<E>, T> {
-    /// `[rows, completion_len]` log-probabilities of the target tokens, on tape `T`.
+    /// `[rows, completion_len]` log-probabilities of the target tokens, on tape `T` (the
+    /// forward's).
     pub logps: T2<E, D, T>,
-    /// `[rows, completion_len]` entropies of the predictive distributions (no gradient).
-    pub entropy: T2<E, D, NoneTape>,
+    /// `[rows, completion_len]` entropies of the predictive distributions, with gradients when
+    /// used in the loss together with `logps` (their own tape holds only their last steps, so
+    /// dropping them unused costs nothing).
+    pub entropy: T2<E, D, T>,
 }
 
 /// Per-layer keys and values of the tokens seen so far, for incremental decoding.
@@ -280,10 +283,15 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             temperature,
             mode: self.kernels,
         };
-        let (logps, entropy) = recompute::chunked(picked, chunk, block, 1);
+        // Each row's log-prob and entropy, side by side, recomputed chunk by chunk in the
+        // backward pass; the log-probs keep the tape.
+        let (both, _) = recompute::chunked(picked, chunk, block, 2);
+        let column = |k: usize| dev.tensor_from_vec(vec![k; b * c], (b * c,));
+        let entropy = both.retaped::<T>().select(column(1));
+        let logps = both.select(column(0));
         Ok(TokenLogps {
             logps: logps.reshape_like(&(b, c)),
-            entropy: dev.tensor_from_vec(entropy, (b, c)),
+            entropy: entropy.reshape_like(&(b, c)),
         })
     }
 
@@ -529,7 +537,8 @@ struct HeadLogps<E: Dtype, D: Device<E>> {
 }
 
 impl<E: Dtype, D: Kernels<E>> HeadLogps<E, D> {
-    fn run<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> (T2<E, D, T>, T2<E, D>) {
+    /// `[rows, 2]`: each row's log-prob and entropy.
+    fn run<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> T2<E, D, T> {
         let (start, end) = self.range;
         let logits = D::linear(x, &self.head, None, None, self.mode);
         let targets = &self.targets[start..end];
@@ -539,12 +548,13 @@ impl<E: Dtype, D: Kernels<E>> HeadLogps<E, D> {
             logps.reshape_like(&(rows, 1)),
             entropy.reshape_like(&(rows, 1)),
         )
+            .concat_along(Axis::<1>)
     }
 }
 
 impl<E: Dtype, D: Kernels<E>> Recompute<E, D> for HeadLogps<E, D> {
     fn forward<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> T2<E, D, T> {
-        self.run(x).0
+        self.run(x)
     }
 
     fn params(&self) -> Vec<ParamRef<'_, E, D>> {
@@ -564,8 +574,7 @@ impl<E: Dtype, D: Kernels<E>> RowBlock<E, D> for HeadLogps<E, D> {
     }
 
     fn forward_aux(&self, x: T2<E, D>) -> (T2<E, D>, Vec<E>) {
-        let (logps, entropy) = self.run(x);
-        (logps, entropy.as_vec())
+        (self.run(x), Vec::new())
     }
 }
 

@@ -42,7 +42,7 @@ use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
 use crate::grpo::advantages::{TRL_STD_EPS, batch_advantages};
-use crate::grpo::loss::{MetricSums, entropy_threshold};
+use crate::grpo::loss::{MetricSums, MicroBatchScope, ObjectiveParams, entropy_threshold};
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
 use crate::grpo::{GrpoConfig, GrpoError, Normalisation, rewards};
 use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels, ModelParams};
@@ -360,6 +360,8 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         let mut grads = self.policy.params.alloc_grads();
         let mut loss = 0.0;
         let spg = self.config.steps_per_generation();
+        // The adaptive entropy controller's window: Σ H·M' and Σ M' over the step.
+        let mut window = [0.0, 0.0];
         for _ in 0..self.config.gradient_accumulation_steps {
             if self
                 .state
@@ -369,9 +371,11 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                 self.generate_batch(&mut acc)?;
             }
             let index = (self.state.micro_step % spg as u64) as usize;
-            let (value, new_grads) = self.micro_step(index, grads, &mut acc)?;
+            let (value, new_grads, bonus) = self.micro_step(index, grads, &mut acc)?;
             grads = new_grads;
             loss += value;
+            window[0] += bonus[0];
+            window[1] += bonus[1];
             self.state.micro_step += 1;
         }
         let ranks = &self.inputs.ranks;
@@ -385,6 +389,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         self.optimizer.config.lr = lr;
         let stats = self.optimizer.step(&mut self.policy.params, &mut grads);
         self.state.step += 1;
+        self.update_entropy_coef(window);
+        if self.entropy_bonus() {
+            acc.record("entropy_coef", self.entropy_coef());
+        }
         // TR-DPO's reference update, after the step as TRL's SyncRefModelCallback does it.
         if self.config.sync_ref_model
             && self
@@ -773,15 +781,16 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         }
     }
 
-    /// Forward, loss and backward of buffered micro-batch `index`; returns the loss value and
-    /// the accumulated parameter gradients, and records the micro-batch's loss-side metrics (of
-    /// the whole micro-batch, over all ranks).
+    /// Forward, loss and backward of buffered micro-batch `index`; returns the loss value, the
+    /// accumulated parameter gradients and the entropy bonus's `[Σ H·M', Σ M']` (over all
+    /// ranks; zeros without the bonus), and records the micro-batch's loss-side metrics (of the
+    /// whole micro-batch, over all ranks).
     fn micro_step(
         &self,
         index: usize,
         grads: Gradients<f32, D>,
         acc: &mut MetricsAccumulator,
-    ) -> Result<(f64, Gradients<f32, D>)> {
+    ) -> Result<(f64, Gradients<f32, D>, [f64; 2])> {
         let mb = &self.buffer[index];
         let out = self.policy.token_logps(
             &mb.packed.batch,
@@ -790,7 +799,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             grads,
         )?;
         let entropies: Vec<f64> = out.entropy.as_vec().into_iter().map(f64::from).collect();
-        let params = self.config.objective_params();
+        let params = ObjectiveParams {
+            entropy_coef: self.applied_entropy_coef(),
+            ..self.config.objective_params()
+        };
         let ranks = &self.inputs.ranks;
         // The entropy quantile is the whole micro-batch's, over every rank's unmasked tokens.
         let entropy_threshold = if params.masks_entropy() {
@@ -805,17 +817,31 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         } else {
             None
         };
+        // The entropy bonus averages over the tokens the entropy mask keeps, over all ranks
+        // (and the adaptive controller measures their mean entropy).
+        let mut bonus = [0.0, 0.0];
+        if self.entropy_bonus() {
+            for (&e, &m) in entropies.iter().zip(&mb.mask) {
+                if m != 0.0 && entropy_threshold.is_none_or(|t| e * m >= f64::from(t)) {
+                    bonus[0] += e * m;
+                    bonus[1] += m;
+                }
+            }
+            ranks.sum(&mut bonus)?;
+        }
         let batch = MicroBatch {
             old_logps: mb.old_logps.as_deref(),
             ref_logps: mb.ref_logps.as_deref(),
             advantages: &mb.advantages,
             mask: &mb.mask,
             weights: &mb.weights,
-            entropies: Some(&entropies),
-            entropy_threshold,
-            gradient_accumulation_steps: self.config.gradient_accumulation_steps,
+            scope: MicroBatchScope {
+                gradient_accumulation_steps: self.config.gradient_accumulation_steps,
+                entropy_threshold,
+                entropy_tokens: Some(bonus[1]),
+            },
         };
-        let loss = grpo_loss(out.logps, &batch, &params)?;
+        let loss = grpo_loss(out.logps, Some(out.entropy), &batch, &params)?;
         let grads = self
             .policy
             .params
@@ -826,9 +852,59 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             sums.combine(&part);
         }
         for (name, value) in sums.metrics(&params, true) {
+            // The adaptive coefficient is logged once per step, after its update.
+            if name == "policy_loss" || name == "entropy_coef" {
+                continue;
+            }
             acc.record(name, value);
         }
-        Ok((loss.value, grads))
+        if self.entropy_bonus() {
+            acc.record("policy_loss", sums.policy_loss);
+        }
+        Ok((loss.value, grads, bonus))
+    }
+
+    /// Whether the entropy bonus is on: a static `entropy_coef`, or the adaptive controller.
+    fn entropy_bonus(&self) -> bool {
+        self.config.entropy_coef != 0.0 || self.config.use_adaptive_entropy
+    }
+
+    /// The entropy coefficient the controller has reached (the configured one until it moves).
+    fn entropy_coef(&self) -> f64 {
+        self.state.entropy_coef.unwrap_or(self.config.entropy_coef)
+    }
+
+    /// The coefficient this step's micro-batches apply: the static one, or the adaptive one
+    /// while the entropy measured at the end of the previous step is at most `entropy_target`
+    /// (none measured yet counts as +∞: no bonus), as TRL does.
+    fn applied_entropy_coef(&self) -> f64 {
+        if !self.config.use_adaptive_entropy {
+            return self.config.entropy_coef;
+        }
+        let last = self.state.last_world_entropy.unwrap_or(f64::INFINITY);
+        if last <= self.config.entropy_target {
+            self.entropy_coef()
+        } else {
+            0.0
+        }
+    }
+
+    /// The adaptive controller's update at the end of a step from the step's `[Σ H·M', Σ M']`:
+    /// raise the coefficient by `entropy_coef_delta` (up to `entropy_coef_max`) when the
+    /// entropy is at most `entropy_target`, lower it (down to `entropy_coef_min`) otherwise.
+    fn update_entropy_coef(&mut self, window: [f64; 2]) {
+        if !self.config.use_adaptive_entropy {
+            return;
+        }
+        let entropy = window[0] / window[1].max(1.0);
+        let c = &self.config;
+        let coef = if entropy <= c.entropy_target {
+            (self.entropy_coef() + c.entropy_coef_delta).min(c.entropy_coef_max)
+        } else {
+            (self.entropy_coef() - c.entropy_coef_delta).max(c.entropy_coef_min)
+        };
+        self.state.entropy_coef = Some(coef);
+        self.state.last_world_entropy = Some(entropy);
     }
 }
 
@@ -879,23 +955,8 @@ pub fn adamw_config(config: &GrpoConfig) -> AdamWConfig {
     }
 }
 
-/// Rejects the TRL settings that validate but that this trainer does not implement, so that
-/// none is silently ignored.
+/// Rejects the TRL settings that validate but do not fit together in a run.
 fn check_supported(config: &GrpoConfig) -> Result<()> {
-    let unsupported = [
-        (
-            "entropy_coef",
-            config.entropy_coef != 0.0,
-            "the entropy bonus needs the gradient of the token entropies through the logits, \
-             which swerve's log-prob kernels do not carry (the entropies are computed without one)",
-        ),
-        (
-            "use_adaptive_entropy",
-            config.use_adaptive_entropy,
-            "it adapts the entropy bonus, which swerve's trainer does not have (see \
-             `entropy_coef`)",
-        ),
-    ];
     if config.sync_ref_model && config.beta == 0.0 {
         return Err(Error::Training {
             reason: "`sync_ref_model = true` with `beta = 0`: there is no reference model to \
@@ -903,12 +964,5 @@ fn check_supported(config: &GrpoConfig) -> Result<()> {
                 .into(),
         });
     }
-    match unsupported.iter().find(|(_, set, _)| *set) {
-        Some((field, _, why)) => Err(Error::Training {
-            reason: format!(
-                "`{field}` is not supported by swerve's trainer: {why}; leave it unset"
-            ),
-        }),
-        None => Ok(()),
-    }
+    Ok(())
 }

@@ -3,12 +3,14 @@
 //! carries its gradient into the model.
 //!
 //! ```text
-//! (loss, g) = micro_batch_terms(logp, …)        on the host, in f64: g = d loss / d logp, exact
-//! surrogate = Σ_it g_it · logp_it                on logp's tape
+//! (loss, g, h) = micro_batch_terms(logp, H, …)   on the host, in f64: g = d loss / d logp and
+//!                                                 h = d loss / d H (the entropy bonus), exact
+//! surrogate    = Σ_it g_it · logp_it + Σ_it h_it · H_it     on the tapes of logp and H
 //! ```
 //!
-//! The surrogate's gradient with respect to the log-probs is `g` itself, so the model's
-//! parameters receive exactly `d loss / d θ = Σ g · d logp / d θ`. Every loss type, the
+//! The surrogate's gradients with respect to the log-probs and the entropies are `g` and `h`
+//! themselves, so the model's parameters receive exactly `d loss / d θ = Σ g · d logp / d θ +
+//! Σ h · d H / d θ`. Every loss type, the
 //! sequence-level ratio, `delta`, the off-policy and entropy masks and the KL term are thus
 //! computed once, in one place, with the detached quantities TRL detaches (cispo's capped ratio,
 //! VESPO's φ, the masks) and the tie rules of `torch.minimum`. The surrogate's value is not the
@@ -17,7 +19,9 @@
 use dfdx::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::grpo::loss::{LossInputs, MetricSums, ObjectiveParams, OldLogps, micro_batch_terms};
+use crate::grpo::loss::{
+    LossInputs, MetricSums, MicroBatchScope, ObjectiveParams, OldLogps, micro_batch_terms,
+};
 
 type T2<E, D, T> = Tensor<(usize, usize), E, D, T>;
 
@@ -36,13 +40,8 @@ pub struct MicroBatch<'a> {
     /// Each token's weight in the loss ([`crate::grpo::Normalisation::token_weights`] over the
     /// whole micro-batch).
     pub weights: &'a [f64],
-    /// The policy's token entropies; needed by `top_entropy_quantile` < 1 and `entropy_coef`.
-    pub entropies: Option<&'a [f64]>,
-    /// The micro-batch's entropy threshold over all ranks ([`crate::grpo::loss::entropy_threshold`]);
-    /// `None` computes it from these rows.
-    pub entropy_threshold: Option<f32>,
-    /// GAS, for the entropy bonus.
-    pub gradient_accumulation_steps: usize,
+    /// What the whole micro-batch decides beyond these rows.
+    pub scope: MicroBatchScope,
 }
 
 /// What one micro-batch's objective gives: the surrogate to backpropagate, the loss value and
@@ -56,9 +55,12 @@ pub struct MicroBatchLoss<E: Dtype, D: Device<E>, T> {
     pub sums: MetricSums,
 }
 
-/// The micro-batch loss of `logps` (on a tape) under `params`.
-pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+/// The micro-batch loss of `logps` (on a tape) and the policy's token `entropies` (needed by the
+/// entropy mask and the entropy bonus, through whose tape the bonus's gradient flows) under
+/// `params`.
+pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D> + Merge<R>, R: Tape<E, D>>(
     logps: T2<E, D, T>,
+    entropies: Option<T2<E, D, R>>,
     batch: &MicroBatch<'_>,
     params: &ObjectiveParams,
 ) -> Result<MicroBatchLoss<E, D, T>> {
@@ -69,7 +71,9 @@ pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D>>(
         && batch.weights.len() == n
         && batch.old_logps.is_none_or(|o| o.len() == n)
         && batch.ref_logps.is_none_or(|r| r.len() == n)
-        && batch.entropies.is_none_or(|e| e.len() == n);
+        && entropies
+            .as_ref()
+            .is_none_or(|e| *e.shape() == (rows, cols));
     if !shape_ok {
         return Err(Error::Training {
             reason: format!("micro-batch inputs do not match its {rows}×{cols} log-probs"),
@@ -86,7 +90,14 @@ pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     let old_rows = batch.old_logps.map(to_rows);
     let ref_rows = batch.ref_logps.map(to_rows);
     let mask_rows = to_rows(batch.mask);
-    let entropy_rows = batch.entropies.map(to_rows);
+    let entropy_rows = entropies.as_ref().map(|e| {
+        let values: Vec<f64> = e
+            .as_vec()
+            .into_iter()
+            .map(|x| x.to_f64().unwrap_or(f64::NAN))
+            .collect();
+        to_rows(&values)
+    });
     let inputs = LossInputs {
         cur_logps: &cur_rows,
         old_logps: match &old_rows {
@@ -98,26 +109,29 @@ pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D>>(
         advantages: batch.advantages,
         entropies: entropy_rows.as_deref(),
     };
-    let terms = micro_batch_terms(
-        &inputs,
-        &to_rows(batch.weights),
-        params,
-        batch.gradient_accumulation_steps,
-        batch.entropy_threshold,
-    )
-    .map_err(|e| Error::Training {
-        reason: format!("GRPO objective: {e}"),
-    })?;
+    let terms =
+        micro_batch_terms(&inputs, &to_rows(batch.weights), params, &batch.scope).map_err(|e| {
+            Error::Training {
+                reason: format!("GRPO objective: {e}"),
+            }
+        })?;
     let dev = logps.device().clone();
-    let grad: Vec<E> = terms
-        .grad
-        .iter()
-        .flatten()
-        .map(|&g| E::from_f64(g).unwrap_or_default())
-        .collect();
-    let grad: T2<E, D, NoneTape> = dev.tensor_from_vec(grad, (rows, cols));
+    let constant = |values: &[Vec<f64>]| -> T2<E, D, NoneTape> {
+        let values = values
+            .iter()
+            .flatten()
+            .map(|&g| E::from_f64(g).unwrap_or_default())
+            .collect();
+        dev.tensor_from_vec(values, (rows, cols))
+    };
+    let mut surrogate = (logps * constant(&terms.grad)).sum::<(), _>();
+    if params.entropy_coef != 0.0
+        && let Some(entropies) = entropies
+    {
+        surrogate = surrogate + (entropies * constant(&terms.entropy_grad)).sum::<(), _>();
+    }
     Ok(MicroBatchLoss {
-        surrogate: (logps * grad).sum::<(), _>(),
+        surrogate,
         value: terms.loss,
         sums: terms.sums,
     })

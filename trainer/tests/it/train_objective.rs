@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use dfdx::prelude::*;
 use swerve_trainer::grpo::case::{CaseFile, OldLogpsFrom};
-use swerve_trainer::grpo::loss::{LossInputs, OldLogps, evaluate};
+use swerve_trainer::grpo::loss::{LossInputs, MicroBatchScope, OldLogps, evaluate};
 use swerve_trainer::grpo::{LossType, Normalisation, ObjectiveParams};
 use swerve_trainer::model::{CausalLm, ModelConfig, ModelParams, TokenBatch};
 use swerve_trainer::train::grpo_objective::{MicroBatch, grpo_loss};
@@ -102,11 +102,17 @@ where
                         advantages: &advantages[range.clone()],
                         mask: &flat(mask),
                         weights: &weights,
-                        entropies: entropies.as_deref(),
-                        entropy_threshold: None,
-                        gradient_accumulation_steps: case.gradient_accumulation_steps,
+                        scope: MicroBatchScope {
+                            gradient_accumulation_steps: case.gradient_accumulation_steps,
+                            ..MicroBatchScope::default()
+                        },
                     };
-                    let loss = grpo_loss(leaf.leaky_trace(), &batch, &params).unwrap();
+                    let entropy_tensor = entropies.map(|e| {
+                        let values = e.into_iter().map(|x| E::from_f64(x).unwrap()).collect();
+                        dev.tensor_from_vec(values, (rows, cols))
+                    });
+                    let loss =
+                        grpo_loss(leaf.leaky_trace(), entropy_tensor, &batch, &params).unwrap();
                     let want = reference.micro_batch_losses[k];
                     let mut check = |what: String, got: f64, want: f64| {
                         compared += 1;
@@ -227,14 +233,21 @@ fn model_step_matches_the_reference_for_every_loss_type() {
             advantages: &advantages,
             mask: &mask,
             weights: &weights,
-            entropies: None,
-            entropy_threshold: None,
-            gradient_accumulation_steps: 1,
+            scope: MicroBatchScope {
+                gradient_accumulation_steps: 1,
+                ..MicroBatchScope::default()
+            },
         };
         let out = model
             .token_logps(&batch, start, 0.9, model.params.alloc_grads())
             .unwrap();
-        let loss = grpo_loss(out.logps, &micro, &params).unwrap();
+        let loss = grpo_loss(
+            out.logps,
+            None::<Tensor<(usize, usize), f64, Cpu>>,
+            &micro,
+            &params,
+        )
+        .unwrap();
         let expected = report.by_type(loss_type).unwrap();
         assert!(
             close(loss.value, expected.loss, 1e-10, 1e-14),
@@ -268,5 +281,115 @@ fn model_step_matches_the_reference_for_every_loss_type() {
                 );
             }
         }
+    }
+}
+
+/// The whole chain with the entropy bonus and the KL term, on a tiny f64 model with both kernel
+/// sets and a chunked LM head: the parameter gradient the training step backpropagates (through
+/// the log-probs and the entropies) against central differences of the micro-batch loss.
+#[test]
+fn entropy_bonus_gradient_matches_finite_differences() {
+    use swerve_trainer::model::{KernelMode, Param};
+    let dev = Cpu::default();
+    let (rows, start, cols) = (2, 2, 5);
+    let batch = TokenBatch::new(
+        vec![5, 6, 9, 10, 11, 0, 7, 12, 13, 0],
+        vec![true, true, true, true, true, false, true, true, true, false],
+        rows,
+        cols,
+    )
+    .unwrap();
+    let c = cols - start;
+    let mask = vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.0];
+    let advantages = [0.8, -1.3];
+    let weights = vec![1.0 / 5.0; 6];
+    for (mode, chunk) in [
+        (KernelMode::Fused, usize::MAX),
+        (KernelMode::Reference, usize::MAX),
+        (KernelMode::Fused, 4),
+    ] {
+        let mut model = tiny_model(&dev);
+        model.kernels = mode;
+        model.logits_chunk_rows = chunk;
+        let cur = model.token_logps_no_grad(&batch, start, 0.9).unwrap();
+        let shift = [0.3, -0.25, 0.05, -0.4, 0.2, 0.0];
+        let old: Vec<f64> = cur
+            .logps
+            .as_vec()
+            .iter()
+            .zip(shift)
+            .map(|(x, s)| x + s)
+            .collect();
+        let reference: Vec<f64> = old.iter().map(|x| x - 0.1).collect();
+        let params = ObjectiveParams {
+            loss_type: LossType::Dapo,
+            entropy_coef: 0.5,
+            ..ObjectiveParams::new(0.2, Some(0.28), 0.04, true)
+        };
+        let micro = MicroBatch {
+            old_logps: Some(&old),
+            ref_logps: Some(&reference),
+            advantages: &advantages,
+            mask: &mask,
+            weights: &weights,
+            scope: MicroBatchScope {
+                gradient_accumulation_steps: 2,
+                ..MicroBatchScope::default()
+            },
+        };
+        let loss_at = |m: &CausalLm<f64, Cpu>| {
+            let out = m.token_logps_no_grad(&batch, start, 0.9).unwrap();
+            grpo_loss(out.logps, Some(out.entropy), &micro, &params)
+                .unwrap()
+                .value
+        };
+        let out = model
+            .token_logps(&batch, start, 0.9, model.params.alloc_grads())
+            .unwrap();
+        assert_eq!(out.entropy.shape(), &(rows, c));
+        let loss = grpo_loss(out.logps, Some(out.entropy), &micro, &params).unwrap();
+        let grads = model.params.keep_param_grads(loss.surrogate.backward());
+        let mut checked = 0;
+        for (name, p) in model.params.named() {
+            let (analytic, base) = match p {
+                Param::Vector(t) => (grads.get(t).as_vec(), t.as_vec()),
+                Param::Matrix(t) => (grads.get(t).as_vec(), t.as_vec()),
+            };
+            for i in [0, base.len() / 2, base.len() - 1] {
+                let h = 1e-5;
+                let shifted = |d: f64| {
+                    let mut m = model.clone();
+                    let mut values = base.clone();
+                    values[i] += d;
+                    for (n, q) in m.params.named_mut() {
+                        if n == name {
+                            match q {
+                                Param::Vector(t) => t.copy_from(&values),
+                                Param::Matrix(t) => t.copy_from(&values),
+                            }
+                        }
+                    }
+                    loss_at(&m)
+                };
+                let numeric = (shifted(h) - shifted(-h)) / (2.0 * h);
+                assert!(
+                    close(analytic[i], numeric, 1e-6, 1e-9),
+                    "{mode:?} chunk {chunk} {name}[{i}]: analytic {} numeric {numeric}",
+                    analytic[i]
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked > 20);
+        // The bonus is in the loss: without it the value changes.
+        let plain = ObjectiveParams {
+            entropy_coef: 0.0,
+            ..params
+        };
+        let out = model.token_logps_no_grad(&batch, start, 0.9).unwrap();
+        let without = grpo_loss(out.logps, Some(out.entropy), &micro, &plain)
+            .unwrap()
+            .value;
+        assert!((without - loss_at(&model)).abs() > 1e-3);
     }
 }

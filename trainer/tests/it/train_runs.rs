@@ -189,8 +189,15 @@ fn same_seed_same_metrics() {
 
 #[test]
 fn resume_equals_uninterrupted() {
-    // μ = 2 also exercises stored old log-probs and a generation batch spanning two steps.
-    for config in [config(0.0, 1), config(0.04, 2)] {
+    // μ = 2 also exercises stored old log-probs and a generation batch spanning two steps; the
+    // adaptive entropy controller's state travels in the checkpoint.
+    let adaptive = GrpoConfig {
+        use_adaptive_entropy: true,
+        entropy_coef: 0.01,
+        entropy_target: 100.0,
+        ..config(0.0, 1)
+    };
+    for config in [config(0.0, 1), config(0.04, 2), adaptive] {
         let whole = tempfile::tempdir().unwrap();
         let uninterrupted = grpo_run(&config, whole.path(), None, 4);
         let split = tempfile::tempdir().unwrap();
@@ -394,6 +401,21 @@ fn trl_objectives_run_and_show_in_the_metrics() {
             value(&penalised, 0, "completions/mean_length")
         )
     );
+    // The entropy bonus: logged as TRL logs it, and in the loss.
+    let bonus = run("entropy_coef = 0.01");
+    assert_eq!(value(&bonus, 1, "entropy_coef"), 0.01);
+    assert!(bonus[1].values.contains_key("policy_loss"));
+    assert_ne!(value(&bonus, 0, "loss"), value(&token, 0, "loss"));
+    assert!(!token[1].values.contains_key("policy_loss"));
+    // The adaptive controller: the first step applies no bonus (no entropy measured yet), then
+    // the coefficient climbs by entropy_coef_delta while the entropy is under the target.
+    let adaptive = run(
+        "use_adaptive_entropy = true\nentropy_coef = 0.01\nentropy_coef_delta = 0.005\nentropy_target = 100.0",
+    );
+    assert_eq!(value(&adaptive, 0, "loss"), value(&token, 0, "loss"));
+    assert_eq!(value(&adaptive, 0, "entropy_coef"), 0.015);
+    assert_eq!(value(&adaptive, 1, "entropy_coef"), 0.02);
+    assert_ne!(value(&adaptive, 1, "loss"), value(&token, 1, "loss"));
     // GDPO standardises over the batch: the advantages differ from the group-normalised ones.
     let gdpo = run(r#"multi_objective_aggregation = "normalize_then_sum""#);
     assert_ne!(value(&gdpo, 0, "loss"), value(&token, 0, "loss"));

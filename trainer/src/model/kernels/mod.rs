@@ -306,14 +306,15 @@ pub trait Kernels<E: Dtype>: Device<E> {
         reference::swiglu(gate, up)
     }
 
-    /// Log-probabilities of `targets` under `softmax(logits / temperature)` (with gradients)
-    /// and the entropies of those distributions (without).
+    /// Log-probabilities of `targets` under `softmax(logits / temperature)` and the entropies
+    /// of those distributions, both with gradients. The log-probabilities hold the forward's
+    /// tape: a caller that drops the entropies unused loses nothing.
     fn token_logps<T: Tape<E, Self>>(
         logits: T2<E, Self, T>,
         targets: &[usize],
         temperature: f64,
         _mode: KernelMode,
-    ) -> (T1<E, Self, T>, T1<E, Self>) {
+    ) -> (T1<E, Self, T>, T1<E, Self, T>) {
         reference::token_logps(logits, targets, temperature)
     }
 
@@ -533,7 +534,7 @@ macro_rules! cpu_kernels {
                 targets: &[usize],
                 temperature: f64,
                 mode: KernelMode,
-            ) -> (T1<$f, Self, T>, T1<$f, Self>) {
+            ) -> (T1<$f, Self, T>, T1<$f, Self, T>) {
                 match mode {
                     KernelMode::Fused => cpu::token_logps(logits, targets, temperature),
                     KernelMode::Reference => reference::token_logps(logits, targets, temperature),

@@ -106,18 +106,22 @@ pub fn swiglu<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     gate.retaped::<T>() * gate.sigmoid() * up
 }
 
-/// Log-probabilities of `targets` under `log_softmax(logits / temperature)`, and entropies.
+/// Log-probabilities of `targets` under `log_softmax(logits / temperature)`, and entropies,
+/// both with gradients (the log-probabilities hold the forward's tape; the entropies' own tape
+/// holds their few operations and joins it in the loss).
 pub fn token_logps<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     logits: T2<E, D, T>,
     targets: &[usize],
     temperature: f64,
-) -> (T1<E, D, T>, T1<E, D>) {
+) -> (T1<E, D, T>, T1<E, D, T>) {
     let n = logits.shape().0;
     let dev = logits.device().clone();
     let logp = (logits / scalar::<E>(temperature)).log_softmax::<Axis<1>>();
     let entropy = {
-        let lp = logp.retaped::<NoneTape>();
-        (lp.clone().exp() * lp).sum::<(usize,), Axis<1>>().negate()
+        let lp = logp.retaped::<T>();
+        (lp.retaped::<T>().exp() * lp)
+            .sum::<(usize,), Axis<1>>()
+            .negate()
     };
     let logps = logp.select(dev.tensor_from_vec(targets.to_vec(), (n,)));
     (logps, entropy)

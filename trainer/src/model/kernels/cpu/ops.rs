@@ -179,12 +179,14 @@ pub fn swiglu<F: CpuFloat, T: Tape<F, Cpu>>(gate: T2<F, T>, up: T2<F, T>) -> T2<
 }
 
 /// Log-probabilities of `targets` under `softmax(logits / temperature)` for `logits: [n, vocab]`,
-/// with gradients, and the entropies of those distributions (no gradient).
+/// and the entropies of those distributions, both with gradients: the logits' gradient is
+/// computed once, in one pass over the vocabulary, from both (the entropies' tape is empty;
+/// the backward step on the log-probabilities' tape reads their gradient, zero when unused).
 pub fn token_logps<F: CpuFloat, T: Tape<F, Cpu>>(
     logits: T2<F, T>,
     targets: &[usize],
     temperature: f64,
-) -> (T1<F, T>, T1<F>) {
+) -> (T1<F, T>, T1<F, T>) {
     let (n, vocab) = *logits.shape();
     assert_eq!(targets.len(), n, "token_logps: one target per row");
     let dev = logits.device().clone();
@@ -195,13 +197,23 @@ pub fn token_logps<F: CpuFloat, T: Tape<F, Cpu>>(
     let entropy = dev.tensor_from_vec(entropy, (n,));
     if T::OWNS_TAPE {
         let out_key = out.clone();
+        let entropy_key = entropy.clone();
         let targets = targets.to_vec();
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
+            let dh = take_grad(grads, &entropy_key)?;
+            let used = dh.iter().any(|g| *g != F::zero());
+            let entropy = entropy_key.as_vec();
+            let step = math::LogpsGrads {
+                dlogp: &dy,
+                dentropy: used.then_some(dh.as_slice()),
+                entropy: &entropy,
+                lse: &lse,
+            };
             let dl = grads.get_or_alloc_mut(&logits)?;
-            math::logps_bwd(&dy, &ls, vocab, &targets, &lse, temperature, dl);
+            math::logps_bwd(&step, &ls, vocab, &targets, temperature, dl);
             Ok(())
         });
     }
-    (out.put_tape(tape), entropy)
+    (out.put_tape(tape), entropy.put_tape(T::default()))
 }

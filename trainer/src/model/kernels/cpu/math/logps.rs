@@ -49,13 +49,26 @@ pub fn logps_fwd<F: CpuFloat>(
     (logp, entropy, lse)
 }
 
-/// Backward of [`logps_fwd`]: `dlogits_k += dy·(1[k = target] − p_k) / T`.
+/// The gradients [`logps_bwd`] takes: of the log-probabilities, and of the entropies (`None`:
+/// nothing used them), with the forward's entropies and log-normalisers.
+pub struct LogpsGrads<'a, F> {
+    /// `d loss / d logp`, one per row.
+    pub dlogp: &'a [F],
+    /// `d loss / d H`, one per row, when the entropies are part of the loss.
+    pub dentropy: Option<&'a [F]>,
+    /// The forward's entropies.
+    pub entropy: &'a [F],
+    /// The forward's log-normalisers.
+    pub lse: &'a [F],
+}
+
+/// Backward of [`logps_fwd`], with `z = logit / T`, `p = softmax(z)`:
+/// `dlogits_k += [dy·(1[k = target] − p_k) − dH·p_k·(log p_k + H)] / T`.
 pub fn logps_bwd<F: CpuFloat>(
-    dy: &[F],
+    grads: &LogpsGrads<'_, F>,
     logits: &[F],
     vocab: usize,
     targets: &[usize],
-    lse: &[F],
     temperature: f64,
     dlogits: &mut [F],
 ) {
@@ -65,16 +78,24 @@ pub fn logps_bwd<F: CpuFloat>(
         .zip(logits.par_chunks(vocab))
         .enumerate()
         .for_each(|(r, (drow, row))| {
-            let g = dy[r] * inv_t;
-            if g == F::zero() {
+            let g = grads.dlogp[r] * inv_t;
+            let h = grads.dentropy.map_or(F::zero(), |d| d[r] * inv_t);
+            if g == F::zero() && h == F::zero() {
                 return;
             }
-            let l = lse[r];
+            let (l, entropy) = (grads.lse[r], grads.entropy[r]);
             simd(
                 #[inline(always)]
                 || {
-                    for (d, v) in drow.iter_mut().zip(row) {
-                        *d -= g * (*v * inv_t - l).vexp();
+                    if h == F::zero() {
+                        for (d, v) in drow.iter_mut().zip(row) {
+                            *d -= g * (*v * inv_t - l).vexp();
+                        }
+                    } else {
+                        for (d, v) in drow.iter_mut().zip(row) {
+                            let log_p = *v * inv_t - l;
+                            *d -= log_p.vexp() * (g + h * (log_p + entropy));
+                        }
                     }
                 },
             );

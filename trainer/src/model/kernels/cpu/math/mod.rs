@@ -21,7 +21,7 @@ pub use attention::{AttnShape, attn_bwd, attn_fwd, attn_fwd_strided};
 pub use linear::{
     FEW_COLS, FEW_ROWS, HostMatrix, few_rows_fwd, linear_bwd, linear_fwd, linear_fwd_host,
 };
-pub use logps::{logps_bwd, logps_fwd};
+pub use logps::{LogpsGrads, logps_bwd, logps_fwd};
 pub use norm::{rms_bwd, rms_fwd};
 pub use rope::{rope_bwd, rope_fwd};
 pub use swiglu::{swiglu_bwd, swiglu_fwd};
