@@ -167,11 +167,9 @@ fn tiny_model(dev: &Cpu) -> CausalLm<f64, Cpu> {
     CausalLm::new(config, params)
 }
 
-#[test]
-fn model_step_matches_the_reference_for_every_loss_type() {
-    let dev = Cpu::default();
-    let model = tiny_model(&dev);
-    // Two rows: prompt [5, 6 | 7] left-padded, completions of 3 and 2 tokens.
+/// Two rows: prompt [5, 6 | 7] left-padded, completions of 3 and 2 tokens: the batch, its rows,
+/// completion start and columns, and the completion mask.
+fn two_rows() -> (TokenBatch, usize, usize, usize, Vec<f64>) {
     let (rows, start, cols) = (2, 2, 5);
     let batch = TokenBatch::new(
         vec![5, 6, 9, 10, 11, 0, 7, 12, 13, 0],
@@ -180,8 +178,15 @@ fn model_step_matches_the_reference_for_every_loss_type() {
         cols,
     )
     .unwrap();
+    (batch, rows, start, cols, vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
+}
+
+#[test]
+fn model_step_matches_the_reference_for_every_loss_type() {
+    let dev = Cpu::default();
+    let model = tiny_model(&dev);
+    let (batch, rows, start, cols, mask) = two_rows();
     let c = cols - start;
-    let mask = vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.0];
     let mask_rows: Vec<Vec<f64>> = mask.chunks(c).map(<[f64]>::to_vec).collect();
     let advantages = [0.8, -1.3];
     let cur: Vec<f64> = model
@@ -291,16 +296,8 @@ fn model_step_matches_the_reference_for_every_loss_type() {
 fn entropy_bonus_gradient_matches_finite_differences() {
     use swerve_trainer::model::{KernelMode, Param};
     let dev = Cpu::default();
-    let (rows, start, cols) = (2, 2, 5);
-    let batch = TokenBatch::new(
-        vec![5, 6, 9, 10, 11, 0, 7, 12, 13, 0],
-        vec![true, true, true, true, true, false, true, true, true, false],
-        rows,
-        cols,
-    )
-    .unwrap();
+    let (batch, rows, start, cols, mask) = two_rows();
     let c = cols - start;
-    let mask = vec![1.0, 1.0, 1.0, 1.0, 1.0, 0.0];
     let advantages = [0.8, -1.3];
     let weights = vec![1.0 / 5.0; 6];
     for (mode, chunk) in [
