@@ -257,7 +257,10 @@ fn two_ranks_train_as_one_process_with_the_same_global_batch() {
     // lr·g/(|g| + ε), which turns the f32 rounding of gradient entries near ε (sums in another
     // order on two ranks) into parameter differences of up to ~lr·1e-3; at lr = 1e-3 that is
     // 9e-6 of a tensor's scale after one step, the same for any data-parallel trainer.
-    let configs: [(&str, &[&str]); 2] = [
+    // Then TRL 1.16's newer objective on top: GSPO's sequence ratios, two-sided clipping, the
+    // off-policy mask, the entropy mask and bonus (a quantile and a token count of the whole
+    // micro-batch, over both ranks) and GDPO's batch-standardised advantages.
+    let configs: [(&str, &[&str]); 3] = [
         (
             "dapo",
             &[
@@ -272,6 +275,22 @@ fn two_ranks_train_as_one_process_with_the_same_global_batch() {
             &[
                 "loss_type=\"bnpo\"",
                 "scale_rewards=\"batch\"",
+                "learning_rate=1e-5",
+            ],
+        ),
+        (
+            "gspo",
+            &[
+                "loss_type=\"grpo\"",
+                "importance_sampling_level=\"sequence\"",
+                "delta=1.5",
+                "off_policy_mask_threshold=0.0",
+                "top_entropy_quantile=0.5",
+                "entropy_coef=0.01",
+                "multi_objective_aggregation=\"normalize_then_sum\"",
+                "beta=0.04",
+                "gradient_accumulation_steps=2",
+                "steps_per_generation=4",
                 "learning_rate=1e-5",
             ],
         ),
