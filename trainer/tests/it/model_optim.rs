@@ -94,3 +94,38 @@ fn adamw_step_matches_pytorch_formulas_with_clipping_and_decay() {
         }
     }
 }
+
+/// `sync_ref_model`'s update, tensor by tensor: `ref ← (1 − α) · ref + α · policy`, as TRL's
+/// `SyncRefModelCallback` computes it.
+#[test]
+fn mixing_the_policy_into_the_reference_is_trls_update() {
+    use swerve_trainer::model::{ModelConfig, ModelParams, Param};
+    let text = fs_err::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2/config.json"),
+    )
+    .unwrap();
+    let config = ModelConfig::from_json(serde_json::from_str(&text).unwrap()).unwrap();
+    let dev = dfdx::prelude::Cpu::default();
+    let policy = ModelParams::<f64, _>::random(&config, &dev, 1, 0.2);
+    let before = ModelParams::<f64, _>::random(&config, &dev, 2, 0.2);
+    let mut reference = before.clone();
+    policy.mix_into(&mut reference, 0.6);
+    let host = |p: swerve_trainer::model::params::ParamRef<'_, f64, dfdx::prelude::Cpu>| match p {
+        Param::Vector(t) => t.as_vec(),
+        Param::Matrix(t) => t.as_vec(),
+    };
+    let mut checked = 0;
+    for (((name, p), (_, b)), (_, r)) in policy
+        .named()
+        .into_iter()
+        .zip(before.named())
+        .zip(reference.named())
+    {
+        let (p, b, r): (Vec<f64>, Vec<f64>, Vec<f64>) = (host(p), host(b), host(r));
+        for ((p, b), r) in p.iter().zip(&b).zip(&r) {
+            assert!((r - (b * 0.4 + p * 0.6)).abs() < 1e-15, "{name}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+}
