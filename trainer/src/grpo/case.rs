@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use super::GrpoError;
 use super::advantages::{Advantages, GroupStats, ScaleRewards, TRL_STD_EPS, batch_advantages};
+use super::config::GrpoConfig;
 use super::config::MultiObjectiveAggregation;
 use super::loss::{
     self, ImportanceSamplingLevel, LossInputs, LossReport, LossType, Normalisation,
-    ObjectiveParams, OldLogps, SapoTemperatures, VespoParams,
+    ObjectiveParams, OldLogps, SapoTemperatures,
 };
 use super::metrics::{completion_metrics, reward_metrics};
 
@@ -421,32 +422,29 @@ impl CaseFile {
 }
 
 impl Case {
-    /// The objective's parameters the case spells.
+    /// The objective's parameters the case spells: its keys read as a `GRPOConfig`'s, through
+    /// [`GrpoConfig::objective_params`].
     pub fn objective_params(&self) -> ObjectiveParams {
-        ObjectiveParams {
+        GrpoConfig {
             loss_type: self.loss_type.unwrap_or_default(),
+            epsilon: self.epsilon,
+            epsilon_high: self.epsilon_high,
+            beta: self.beta,
+            use_bias_correction_kl: self.use_bias_correction_kl,
             delta: self.delta,
             importance_sampling_level: self.importance_sampling_level,
             off_policy_mask_threshold: self.off_policy_mask_threshold,
             top_entropy_quantile: self.top_entropy_quantile,
             entropy_coef: self.entropy_coef,
-            sapo: SapoTemperatures {
-                positive: self.sapo_temperature_pos,
-                negative: self.sapo_temperature_neg,
-            },
-            vespo: VespoParams {
-                k_pos: self.vespo_k_pos,
-                lambda_pos: self.vespo_lambda_pos,
-                k_neg: self.vespo_k_neg,
-                lambda_neg: self.vespo_lambda_neg,
-            },
-            ..ObjectiveParams::new(
-                self.epsilon,
-                self.epsilon_high,
-                self.beta,
-                self.use_bias_correction_kl,
-            )
+            sapo_temperature_pos: self.sapo_temperature_pos,
+            sapo_temperature_neg: self.sapo_temperature_neg,
+            vespo_k_pos: self.vespo_k_pos,
+            vespo_lambda_pos: self.vespo_lambda_pos,
+            vespo_k_neg: self.vespo_k_neg,
+            vespo_lambda_neg: self.vespo_lambda_neg,
+            ..GrpoConfig::default()
         }
+        .objective_params()
     }
 }
 

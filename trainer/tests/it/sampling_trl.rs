@@ -10,19 +10,19 @@ use rand::{SeedableRng, rngs::StdRng};
 use serde_json::Value;
 use swerve_trainer::generate::{SamplingConfig, processed_logits, repetition_penalty, sample};
 
-fn numbers(value: &Value) -> Vec<Vec<f64>> {
+/// A JSON matrix, each entry read by `entry`.
+fn matrix<T>(value: &Value, entry: impl Fn(&Value) -> T) -> Vec<Vec<T>> {
     value
         .as_array()
         .unwrap()
         .iter()
-        .map(|row| {
-            row.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_f64().unwrap_or(f64::NEG_INFINITY))
-                .collect()
-        })
+        .map(|row| row.as_array().unwrap().iter().map(&entry).collect())
         .collect()
+}
+
+/// A JSON matrix of numbers, `null` read as −∞.
+fn numbers(value: &Value) -> Vec<Vec<f64>> {
+    matrix(value, |x| x.as_f64().unwrap_or(f64::NEG_INFINITY))
 }
 
 fn softmax(scores: &[f64]) -> Vec<f64> {
@@ -49,30 +49,11 @@ fn logits_processors_match_transformers() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/trl-1.16/sampling.json");
     let file: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let logits = numbers(&file["inputs"]["logits"]);
-    let input_ids: Vec<Vec<u32>> = file["inputs"]["input_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            row.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap() as u32)
-                .collect()
-        })
-        .collect();
+    let input_ids = matrix(&file["inputs"]["input_ids"], |x| x.as_u64().unwrap() as u32);
     // Left padding: the leading zeros of the attention mask.
-    let padding: Vec<usize> = file["inputs"]["attention_mask"]
-        .as_array()
-        .unwrap()
+    let padding: Vec<usize> = matrix(&file["inputs"]["attention_mask"], Value::as_u64)
         .iter()
-        .map(|row| {
-            row.as_array()
-                .unwrap()
-                .iter()
-                .take_while(|m| m.as_u64() == Some(0))
-                .count()
-        })
+        .map(|row| row.iter().take_while(|m| **m == Some(0)).count())
         .collect();
     let mut checked = 0;
     for case in file["cases"].as_array().unwrap() {
