@@ -3,13 +3,20 @@
 //!
 //! Loading native code is trusted, so the cache only ever loads files it wrote itself: they live
 //! in a folder the host creates (mode 0700 on Unix), under names derived from the hashes, each
-//! beside a digest file that must match the bytes read back. A `.cwasm` handed in as a plugin is
-//! refused before it gets here (see `plugin::check_component_bytes`).
+//! beside a checksum file that must match the bytes found there. A `.cwasm` handed in as a
+//! plugin is refused before it gets here (see `plugin::check_component_bytes`).
+//!
+//! The checksum (XXH3-128) guards against a torn or damaged file, not against an adversary:
+//! whoever can write into the folder can write the checksum beside it too, so a cryptographic
+//! digest would protect nothing more, and hashing the native code with SHA-256 cost a third of
+//! a millisecond at every process start. Entries are mapped rather than read (wasmtime runs the
+//! code from the file's own pages): every file is written whole to a temporary name and renamed
+//! into place, so a mapped entry is never changed under the process that mapped it.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use twox_hash::XxHash3_128;
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
@@ -55,17 +62,26 @@ impl PrecompileCache {
     /// The compiled component from the cache, if this host wrote it and it is intact.
     pub(crate) fn load(&self, engine: &Engine, component_sha256: &str) -> Option<Component> {
         let path = self.path(engine, component_sha256);
-        let bytes = std::fs::read(&path).ok()?;
-        let digest = std::fs::read_to_string(digest_path(&path)).ok()?;
-        if hex::encode(Sha256::digest(&bytes)) != digest.trim() {
-            tracing::warn!(path = %path.display(), "ignoring a precompiled plugin whose digest does not match");
+        let file = std::fs::File::open(&path).ok()?;
+        let checksum = std::fs::read_to_string(checksum_path(&path)).ok()?;
+        // SAFETY: the file is in the cache folder, which only this host writes, and always by
+        // writing a temporary file and renaming it into place (`store`): a file is never
+        // truncated or rewritten where it lies, so the mapping's bytes cannot change while it is
+        // read here. It is unmapped at the end of this function.
+        #[allow(unsafe_code)]
+        let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+        if checksum_hex(&map) != checksum.trim() {
+            tracing::warn!(path = %path.display(), "ignoring a precompiled plugin whose checksum does not match");
             return None;
         }
-        // SAFETY: the bytes were produced by `Component::serialize` of this host (same engine
-        // compatibility hash, in the cache folder only this host writes, checked against the
-        // digest written with them), which is the precondition of `Component::deserialize`.
+        drop(map);
+        // SAFETY: the file was produced by `Component::serialize` of this host (same engine
+        // compatibility hash, in the cache folder only this host writes, its bytes checked
+        // against the checksum written with them just above), which is the precondition of
+        // `Component::deserialize_file`; wasmtime maps it, and the file is never changed in
+        // place (see above), as that function also requires.
         #[allow(unsafe_code)]
-        let component = unsafe { Component::deserialize(engine, &bytes) };
+        let component = unsafe { Component::deserialize_file(engine, &path) };
         component
             .inspect_err(|e| tracing::warn!(path = %path.display(), "unusable cache entry: {e}"))
             .ok()
@@ -86,16 +102,17 @@ impl PrecompileCache {
             path: path.clone(),
             source,
         };
-        write_atomic(
-            &digest_path(&path),
-            hex::encode(Sha256::digest(&bytes)).as_bytes(),
-        )
-        .map_err(err)?;
+        write_atomic(&checksum_path(&path), checksum_hex(&bytes).as_bytes()).map_err(err)?;
         write_atomic(&path, &bytes).map_err(err)?;
         Ok(())
     }
 }
 
-fn digest_path(path: &Path) -> PathBuf {
-    path.with_extension("cwasm.sha256")
+fn checksum_path(path: &Path) -> PathBuf {
+    path.with_extension("cwasm.xxh3")
+}
+
+/// The XXH3-128 checksum of `bytes`, in hex.
+fn checksum_hex(bytes: &[u8]) -> String {
+    format!("{:032x}", XxHash3_128::oneshot(bytes))
 }

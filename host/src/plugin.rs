@@ -172,7 +172,9 @@ impl Host {
         })?;
         let budgets = self.budgets.with(overrides);
         let engine = engine_for(budgets.wasm_stack_bytes)?;
-        let component = self.compile(&name, &engine, &bytes, budgets.wasm_stack_bytes)?;
+        check_component_bytes(&name, &bytes)?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let component = self.compile(&name, &engine, &bytes, &sha256, budgets.wasm_stack_bytes)?;
         let invalid = |reason: String| HostError::InvalidPlugin {
             plugin: name.clone(),
             reason,
@@ -215,7 +217,7 @@ impl Host {
         })?;
         let report = PluginReport {
             path: path.to_owned(),
-            sha256: hex::encode(Sha256::digest(&bytes)),
+            sha256,
             size: bytes.len(),
             world,
             info: PluginInfo {
@@ -236,21 +238,21 @@ impl Host {
         })
     }
 
-    /// Compiles a component, or takes it from the in-memory or on-disk cache.
+    /// Compiles a component (`bytes`, whose SHA-256 is `sha`), or takes it from the in-memory
+    /// or on-disk cache.
     fn compile(
         &self,
         name: &str,
         engine: &Engine,
         bytes: &[u8],
+        sha: &str,
         stack: usize,
     ) -> Result<Component, HostError> {
-        check_component_bytes(name, bytes)?;
-        let sha = hex::encode(Sha256::digest(bytes));
         let mut compiled = self.compiled.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, _, c)) = compiled.iter().find(|(s, k, _)| *s == sha && *k == stack) {
             return Ok(c.clone());
         }
-        let cached = self.cache.as_ref().and_then(|c| c.load(engine, &sha));
+        let cached = self.cache.as_ref().and_then(|c| c.load(engine, sha));
         let component = match cached {
             Some(c) => c,
             None => {
@@ -261,12 +263,12 @@ impl Host {
                 })?;
                 tracing::debug!(plugin = name, elapsed = ?started.elapsed(), "compiled plugin");
                 if let Some(cache) = &self.cache {
-                    cache.store(engine, &sha, &c)?;
+                    cache.store(engine, sha, &c)?;
                 }
                 c
             }
         };
-        compiled.push((sha, stack, component.clone()));
+        compiled.push((sha.to_owned(), stack, component.clone()));
         Ok(component)
     }
 }
