@@ -248,7 +248,10 @@ fn parse_fallbacks(args: &[String]) -> anyhow::Result<Fallbacks> {
 }
 
 fn reward(args: RewardArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
-    let mut scorer = ScorerConfig {
+    let scorer = ScorerConfig {
+        // The default (one per CPU) only when asked for: finding the CPU count reads the
+        // cgroup's quota files, a noticeable part of a small run's start.
+        jobs: args.jobs.unwrap_or_else(|| ScorerConfig::default().jobs),
         batch_size: args.batch_size,
         isolation: if args.strict {
             Isolation::Strict
@@ -256,11 +259,7 @@ fn reward(args: RewardArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
             Isolation::Batch
         },
         fallbacks: parse_fallbacks(&args.fallbacks)?,
-        ..ScorerConfig::default()
     };
-    if let Some(jobs) = args.jobs {
-        scorer.jobs = jobs;
-    }
     let run = scoring::RewardRun {
         input: args.input,
         output: args.output,
