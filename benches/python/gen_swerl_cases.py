@@ -1,6 +1,6 @@
 """Generates a deterministic benchmark set for the SWE-RL reward, unlike the development vectors.
 
-Usage: python3 benches/python/gen_swerl_cases.py [--cases N] [--seed S] OUTPUT.jsonl
+Usage: python3 benches/python/gen_swerl_cases.py [--cases N] [--seed S] [--small] OUTPUT.jsonl
 
 Each line is a `harness reward` input (`id`, `code_context`, `oracle_new_content`, `output`).
 The same arguments always write the same bytes (a seeded `random.Random`, no clock, no hashing
@@ -14,6 +14,11 @@ order). The set mixes what the 120 development vectors have little of:
   identical search and replace);
 - CRLF files, non-ASCII text, and files of 200+ lines whose repeated lines trigger difflib's
   popular-line rule.
+
+With `--small`, every case is a few lines: one or two files of 3 to 30 lines, one or two hunks,
+the same kinds of answer but no large, huge or many-hunk ones. Scoring such a case takes
+microseconds, so a set of them measures what a whole process spends around the scoring (start,
+plugin load, JSON in and out) rather than the scoring itself.
 """
 
 from __future__ import annotations
@@ -133,6 +138,8 @@ def plan_hunks(rng: random.Random, n_lines: int, hunks: int) -> list[tuple[int, 
 
 
 def context_size(rng: random.Random, kind: str) -> int:
+    if kind == "small":
+        return rng.randint(3, 30)
     if kind == "large":
         return rng.randint(3000, 6000)
     if kind == "huge":
@@ -173,7 +180,7 @@ def perturb(rng: random.Random, replace: list[str]) -> list[str]:
     return out
 
 
-def make_case(rng: random.Random, index: int) -> dict:
+def make_case(rng: random.Random, index: int, small: bool = False) -> dict:
     kind = rng.choices(
         [
             "exact",
@@ -189,11 +196,13 @@ def make_case(rng: random.Random, index: int) -> dict:
             "huge",
             "format",
         ],
-        weights=[8, 10, 18, 5, 6, 3, 5, 4, 7, 10, 2, 10],
+        weights=[8, 10, 18, 5, 6, 3, 5, 4, 0, 0, 0, 10] if small else [8, 10, 18, 5, 6, 3, 5, 4, 7, 10, 2, 10],
     )[0]
-    size_kind = kind if kind in ("large", "huge") else "normal"
+    size_kind = "small" if small else kind if kind in ("large", "huge") else "normal"
     if kind in ("large", "huge"):
         n_files = 1
+    elif small:
+        n_files = rng.choice([1, 1, 2])
     elif kind == "many_hunks":
         n_files = rng.choice([1, 1, 2])
     else:
@@ -218,6 +227,8 @@ def make_case(rng: random.Random, index: int) -> dict:
             hunks = rng.randint(8, 24)
         elif kind in ("large", "huge"):
             hunks = rng.randint(1, 6)
+        elif small:
+            hunks = rng.choice([1, 1, 2])
         else:
             hunks = rng.choice([1, 1, 2, 3, 4, 6])
         new_lines: list[str] = []
@@ -237,7 +248,7 @@ def make_case(rng: random.Random, index: int) -> dict:
         oracle_new[path] = eol.join(new_lines) + eol
     if kind == "new_file" or rng.random() < 0.03:
         path = f"pkg/new_{identifier(rng)}.py"
-        body = source_file(rng, rng.randint(5, 120), False)
+        body = source_file(rng, rng.randint(3, 12) if small else rng.randint(5, 120), False)
         oracle_new[path] = "\n".join(body) + "\n"
         true_blocks.append((path, [""], body))
     if not true_blocks:
@@ -322,11 +333,12 @@ def main() -> None:
     parser.add_argument("output", type=Path)
     parser.add_argument("--cases", type=int, default=500)
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--small", action="store_true", help="cases of a few lines each")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     with args.output.open("w", encoding="utf-8", newline="\n") as out:
         for i in range(args.cases):
-            out.write(json.dumps(make_case(rng, i), ensure_ascii=False, sort_keys=True))
+            out.write(json.dumps(make_case(rng, i, args.small), ensure_ascii=False, sort_keys=True))
             out.write("\n")
 
 

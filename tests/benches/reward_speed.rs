@@ -6,15 +6,19 @@
 //! 3. the same reward in CPython with difflib (`benches/python/swerl_reward.py`);
 //! 4. a trivial plugin's call on a fresh instance (store + instantiate + call).
 //!
-//! Then the same on a set the code was never tuned on: 500 cases written by
-//! `benches/python/gen_swerl_cases.py` (seeded, so every run scores the same bytes), as one pass
-//! natively and through the plugin in this process, and as whole processes: `harness reward
-//! --plugin swe-rl --jobs 1` (the release binary, when built) against CPython scoring the same
-//! file (`benches/python/swerl_file.py`). Every reward of the four must be bit-identical.
+//! Then the same on two sets the code was never tuned on, each of 500 cases written by
+//! `benches/python/gen_swerl_cases.py` (seeded, so every run scores the same bytes): the default
+//! set of files up to 250 KB, and the `--small` set of files of a few lines, where a whole
+//! process is mostly what surrounds the scoring. Each set is scored as one pass natively and
+//! through the plugin in this process, and as whole processes: `harness reward --plugin swe-rl
+//! --jobs 1` (the release binary, when built) against CPython scoring the same file
+//! (`benches/python/swerl_file.py`). Every reward of the four must be bit-identical. With the
+//! small set comes the time from spawning `harness reward` on one small case to its result on
+//! standard output (median of 50 processes).
 //!
 //! ```text
 //! cargo build --release -p swerve-harness --bin harness
-//! cargo bench -p swerve-tests --bench reward_speed
+//! cargo bench -p swerve-tests --bench reward_speed [-- --only dev|generated|small]
 //! ```
 //!
 //! Numbers go to docs/benchmarks.md.
@@ -64,6 +68,20 @@ fn sample(v: &DevVector) -> Sample {
 }
 
 fn main() {
+    // `cargo bench` passes `--bench`; `--only NAME` picks one part.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let only = args.iter().position(|a| a == "--only").map(|i| {
+        args.get(i + 1)
+            .expect("--only takes dev, generated or small")
+            .as_str()
+    });
+    if let Some(o) = only {
+        assert!(
+            ["dev", "generated", "small"].contains(&o),
+            "--only {o}: expected dev, generated or small"
+        );
+    }
+    let part = |name: &str| only.is_none_or(|o| o == name);
     let host = Host::new(HostConfig::default()).expect("host");
     let swe_rl = host
         .load_reward(
@@ -71,8 +89,15 @@ fn main() {
             &BudgetOverrides::default(),
         )
         .expect("swe-rl plugin");
-    dev_vector_set(&host, &swe_rl);
-    generated_set(swe_rl);
+    if part("dev") {
+        dev_vector_set(&host, &swe_rl);
+    }
+    if part("generated") {
+        generated_set(&swe_rl, GeneratedSet::Default);
+    }
+    if part("small") {
+        generated_set(&swe_rl, GeneratedSet::Small);
+    }
 }
 
 fn dev_vector_set(host: &Host, swe_rl: &RewardPlugin) {
@@ -228,9 +253,21 @@ fn dev_vector_set(host: &Host, swe_rl: &RewardPlugin) {
     );
 }
 
-/// Cases in the generated set, and its seed.
+/// Cases in each generated set, and its seed.
 const GENERATED_CASES: usize = 500;
 const GENERATED_SEED: u64 = 16;
+
+/// Processes spawned to time `harness reward`'s start on one small case.
+const START_RUNS: usize = 50;
+
+/// Which of the generator's sets.
+#[derive(Clone, Copy, PartialEq)]
+enum GeneratedSet {
+    /// Files from a dozen lines to 250 KB.
+    Default,
+    /// Files of a few lines (`--small`).
+    Small,
+}
 
 /// The fastest of `rounds` runs of `f`, in seconds.
 fn best_of(rounds: usize, mut f: impl FnMut()) -> f64 {
@@ -294,16 +331,46 @@ fn release_harness() -> Option<PathBuf> {
     bin.is_file().then_some(bin)
 }
 
-fn generated_set(swe_rl: RewardPlugin) {
+/// From spawning `harness reward` on the one-line `input` to its result line on standard
+/// output, and to the process's exit, in seconds; the result line is returned too.
+fn time_to_first_result(bin: &Path, input: &Path) -> (f64, f64, String) {
+    use std::io::BufRead;
+    let start = Instant::now();
+    let mut child = Command::new(bin)
+        .args([
+            "reward", "--quiet", "--plugin", "swe-rl", "--jobs", "1", "--input",
+        ])
+        .arg(input)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("piped"))
+        .read_line(&mut line)
+        .expect("harness output");
+    let first = start.elapsed().as_secs_f64();
+    assert!(child.wait().expect("harness exits").success());
+    (first, start.elapsed().as_secs_f64(), line)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn generated_set(swe_rl: &RewardPlugin, set: GeneratedSet) {
     let dir = tempfile::tempdir().expect("temporary folder");
     let cases = dir.path().join("cases.jsonl");
-    timed(
-        Command::new("python3")
-            .arg(repo_root().join("benches/python/gen_swerl_cases.py"))
-            .args(["--cases", &GENERATED_CASES.to_string()])
-            .args(["--seed", &GENERATED_SEED.to_string()])
-            .arg(&cases),
-    );
+    let mut generate = Command::new("python3");
+    generate
+        .arg(repo_root().join("benches/python/gen_swerl_cases.py"))
+        .args(["--cases", &GENERATED_CASES.to_string()])
+        .args(["--seed", &GENERATED_SEED.to_string()])
+        .arg(&cases);
+    if set == GeneratedSet::Small {
+        generate.arg("--small");
+    }
+    timed(&mut generate);
     let bytes = std::fs::metadata(&cases).expect("cases").len();
     let samples: Vec<Sample> = std::fs::read_to_string(&cases)
         .expect("cases")
@@ -334,7 +401,7 @@ fn generated_set(swe_rl: RewardPlugin) {
 
     let scorer = Scorer::new(
         vec![WeightedPlugin {
-            plugin: swe_rl,
+            plugin: swe_rl.clone(),
             weight: 1.0,
         }],
         ScorerConfig {
@@ -355,11 +422,12 @@ fn generated_set(swe_rl: RewardPlugin) {
         black_box(scorer.score(&samples, &|_| {}).expect("scored"));
     });
 
-    let harness = release_harness().map(|bin| {
+    let bin = release_harness();
+    let harness = bin.as_ref().map(|bin| {
         let out = dir.path().join("harness.jsonl");
         let secs = best_of(3, || {
             timed(
-                Command::new(&bin)
+                Command::new(bin)
                     .args(["reward", "--plugin", "swe-rl", "--jobs", "1", "--input"])
                     .arg(&cases)
                     .arg("--output")
@@ -369,6 +437,31 @@ fn generated_set(swe_rl: RewardPlugin) {
         assert_same_rewards("harness", &rewards_of(&out), &native_rewards);
         secs
     });
+    // One process per small case, spawned START_RUNS times over the set's first cases.
+    let start = bin
+        .as_ref()
+        .filter(|_| set == GeneratedSet::Small)
+        .map(|bin| {
+            let text = std::fs::read_to_string(&cases).expect("cases");
+            let (mut firsts, mut wholes) = (Vec::new(), Vec::new());
+            for (i, line) in text.lines().cycle().take(START_RUNS).enumerate() {
+                let one = dir.path().join("one.jsonl");
+                std::fs::write(&one, format!("{line}\n")).expect("one case");
+                let (first, whole, result) = time_to_first_result(bin, &one);
+                let v: serde_json::Value =
+                    serde_json::from_str(&result).expect("a JSON result line");
+                let want = native_rewards[i % native_rewards.len()];
+                assert_eq!(
+                    v["reward"].as_f64().map(f64::to_bits),
+                    Some(want.to_bits()),
+                    "case {}: harness and native rewards differ",
+                    i + 1
+                );
+                firsts.push(first);
+                wholes.push(whole);
+            }
+            (median(firsts), median(wholes))
+        });
     let py_out = dir.path().join("cpython.jsonl");
     let cpython = timed(
         Command::new("python3")
@@ -380,8 +473,13 @@ fn generated_set(swe_rl: RewardPlugin) {
 
     println!();
     println!(
-        "SWE-RL reward over {GENERATED_CASES} generated cases (seed {GENERATED_SEED}, {:.1} MB), one thread, \
+        "SWE-RL reward over {GENERATED_CASES} generated {}cases (seed {GENERATED_SEED}, {:.1} MB), one thread, \
          all rewards bit-identical (seconds for the whole set)",
+        if set == GeneratedSet::Small {
+            "small "
+        } else {
+            ""
+        },
         bytes as f64 / 1e6
     );
     println!(
@@ -411,4 +509,12 @@ fn generated_set(swe_rl: RewardPlugin) {
         "CPython difflib, whole process",
         format!("{cpython:.3}")
     );
+    if let Some((first, whole)) = start {
+        println!(
+            "harness reward on one small case, median of {START_RUNS} processes: first result {:.2} ms \
+             after the spawn, exit {:.2} ms",
+            first * 1e3,
+            whole * 1e3
+        );
+    }
 }
