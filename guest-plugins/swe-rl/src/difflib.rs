@@ -16,7 +16,12 @@
 //!   row's) is written without looking for its longest run;
 //! - `find_longest_match` finds the indices of `b2j[a[i]]` inside `[blo, bhi)` by binary search,
 //!   and walks them downwards, keeping the row's longest run at its smallest `j` (which is what
-//!   CPython's upward walk with a strict `>` ends up with).
+//!   CPython's upward walk with a strict `>` ends up with);
+//! - when no element is popular, a block of 16 or more elements is found from seeds (windows of
+//!   8 elements of `a` looked up in a hash of `b`'s windows and grown to maximal runs), and only
+//!   shorter blocks go through the dynamic programme. Without popular elements CPython's block
+//!   is the longest maximal run that ends first in `a`, then in `b`, and the seeds find every
+//!   run that long (`seeded_longest_match` says why).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -94,6 +99,10 @@ pub struct SequenceMatcher {
     b2j_ranges: Vec<(u32, u32)>,
     /// The concatenated index lists of `b2j`.
     b2j_indices: Vec<u32>,
+    /// Whether blocks may be found from seeds ([`Seeds`]): not when some element is popular
+    /// (then a block may not seed a match, and only the dynamic programme gives CPython's
+    /// result), nor when `b` is too short for seeds to pay.
+    seedable: bool,
 }
 
 impl SequenceMatcher {
@@ -128,16 +137,28 @@ impl SequenceMatcher {
     pub fn for_chars(a: &str, b: &str, autojunk: Autojunk) -> Self {
         const ASCII: u32 = 128;
         let mut others: HashMap<char, u32, BuildHasherDefault<FxHasher>> = HashMap::default();
-        let mut id_of = |c: char| {
-            if c.is_ascii() {
-                c as u32
-            } else {
-                let next = ASCII + others.len() as u32;
-                *others.entry(c).or_insert(next)
+        // One id per code point: ASCII bytes are their own ids, read a byte at a time; other
+        // characters are decoded and numbered from 128 in order of first appearance. The
+        // vectors are sized for the byte length (at least the code-point count), so they never
+        // grow.
+        let mut ids_of = |text: &str| {
+            let mut ids = Vec::with_capacity(text.len());
+            let mut rest = text;
+            while !rest.is_empty() {
+                let ascii = rest.bytes().take_while(u8::is_ascii).count();
+                ids.extend(rest.as_bytes()[..ascii].iter().map(|&byte| u32::from(byte)));
+                rest = &rest[ascii..];
+                let mut chars = rest.chars();
+                if let Some(c) = chars.next() {
+                    let next = ASCII + others.len() as u32;
+                    ids.push(*others.entry(c).or_insert(next));
+                    rest = chars.as_str();
+                }
             }
+            ids
         };
-        let b_ids: Vec<u32> = b.chars().map(&mut id_of).collect();
-        let a_ids: Vec<u32> = a.chars().map(&mut id_of).collect();
+        let b_ids = ids_of(b);
+        let a_ids = ids_of(a);
         assert!(
             a_ids.len() < NOT_IN_B as usize && b_ids.len() < NOT_IN_B as usize,
             "sequence too long for SequenceMatcher"
@@ -168,20 +189,26 @@ impl SequenceMatcher {
             Autojunk::On if b.len() >= 200 => Some(b.len() / 100 + 1),
             _ => None,
         };
+        let mut any_popular = false;
         let b2j_ranges = (0..alphabet)
             .map(|id| {
                 let (start, end) = (starts[id], starts[id + 1]);
                 match popular_above {
-                    Some(ntest) if (end - start) as usize > ntest => (start, start),
+                    Some(ntest) if (end - start) as usize > ntest => {
+                        any_popular = true;
+                        (start, start)
+                    }
                     _ => (start, end),
                 }
             })
             .collect();
+        let seedable = !any_popular && b.len() >= MIN_SEEDED_LEN as usize;
         Self {
             a,
             b,
             b2j_ranges,
             b2j_indices,
+            seedable,
         }
     }
 
@@ -214,10 +241,99 @@ impl SequenceMatcher {
         }
     }
 
+    /// `find_longest_match` over the matcher's scratch rows: from seeds where they can settle
+    /// it (long blocks), otherwise by CPython's dynamic programme.
+    fn longest_match(
+        &self,
+        scratch: &mut Scratch,
+        alo: u32,
+        ahi: u32,
+        blo: u32,
+        bhi: u32,
+    ) -> (u32, u32, u32) {
+        // Small ranges: the dynamic programme visits few cells.
+        let cells = u64::from(ahi - alo) * u64::from(bhi - blo);
+        if self.seedable && cells >= DP_ONLY_CELLS {
+            let seeds = scratch.seeds.get_or_insert_with(|| Seeds::new(&self.b));
+            if let Some(found) = self.seeded_longest_match(seeds, alo, ahi, blo, bhi) {
+                return found;
+            }
+        }
+        self.dp_longest_match(scratch, alo, ahi, blo, bhi)
+    }
+
+    /// The longest block from seeds, when it is at least [`MIN_SEEDED_LEN`] long; `None` when
+    /// it is shorter (or the ranges are too small for seeds to pay), which the dynamic programme
+    /// then settles.
+    ///
+    /// Only valid when no element is popular: then the dynamic programme's best block is the
+    /// first, in order of its end in `a` and then in `b`, of the longest maximal common runs of
+    /// `a[alo..ahi]` and `b[blo..bhi]` (a run that could grow would give a longer one). Equal
+    /// lengths make that the smallest start in `a`, then in `b`.
+    ///
+    /// Guessing a length `len`, every run of at least `len` elements covers one of the windows
+    /// of [`SEED`] elements that start `len - SEED + 1` apart in `a`; each window's occurrences
+    /// in `b` are grown to maximal runs. When the longest is at least `len`, every run as long
+    /// was among them and the answer is exact; otherwise the guess halves. The guesses start at
+    /// the shorter range's length, so a run is looked at only a few times per guess: the
+    /// previous guess, twice as long, found none as long as it.
+    fn seeded_longest_match(
+        &self,
+        seeds: &Seeds,
+        alo: u32,
+        ahi: u32,
+        blo: u32,
+        bhi: u32,
+    ) -> Option<(u32, u32, u32)> {
+        let (a, b) = (&self.a, &self.b);
+        let mut guess = (ahi - alo).min(bhi - blo);
+        while guess >= MIN_SEEDED_LEN {
+            let step = (guess - SEED + 1) as usize;
+            // (length, start in a, start in b) of the best run so far.
+            let mut best = (0u32, 0u32, 0u32);
+            for p in (alo..=ahi - SEED).step_by(step) {
+                let window = &a[p as usize..(p + SEED) as usize];
+                let Some(key) = seed_key(window) else {
+                    continue;
+                };
+                let mut t = seeds.heads[seeds.bucket(key)];
+                while t != NO_SEED && t + SEED <= bhi {
+                    let next = seeds.next[t as usize];
+                    if t >= blo && &b[t as usize..(t + SEED) as usize] == window {
+                        let (mut s, mut u) = (p, t);
+                        while s > alo && u > blo && a[s as usize - 1] == b[u as usize - 1] {
+                            s -= 1;
+                            u -= 1;
+                        }
+                        let (mut e, mut v) = (p + SEED, t + SEED);
+                        while e < ahi && v < bhi && a[e as usize] == b[v as usize] {
+                            e += 1;
+                            v += 1;
+                        }
+                        let run = (e - s, s, u);
+                        if run.0 > best.0 || (run.0 == best.0 && (run.1, run.2) < (best.1, best.2))
+                        {
+                            best = run;
+                        }
+                    }
+                    t = next;
+                }
+            }
+            if best.0 >= guess {
+                return Some((best.1, best.2, best.0));
+            }
+            // No run reaches the guess. The longest found bounds the answer from below: when it
+            // is over half the guess, one more pass at its length settles it.
+            guess = (guess / 2).max(best.0);
+        }
+        None
+    }
+
+    /// CPython's dynamic programme for `find_longest_match`, over the scratch rows.
     // In wasm this is its own function: inlined into `raw_blocks`, its loops share Cranelift's
     // registers with the whole caller and keep their values on the stack.
     #[cfg_attr(target_arch = "wasm32", inline(never))]
-    fn longest_match(
+    fn dp_longest_match(
         &self,
         scratch: &mut Scratch,
         alo: u32,
@@ -564,6 +680,86 @@ fn row_runs<const TOP: bool>(js: &[u32], cells: &mut [u64], floor: u64) -> u64 {
     top
 }
 
+/// Elements per seed window.
+const SEED: u32 = 8;
+
+/// The shortest block looked for from seeds; shorter ones are left to the dynamic programme.
+const MIN_SEEDED_LEN: u32 = 16;
+
+/// Below this many cells (`len_a · len_b`), `find_longest_match` goes straight to the dynamic
+/// programme.
+const DP_ONLY_CELLS: u64 = 4096;
+
+/// End of a chain of [`Seeds`].
+const NO_SEED: u32 = u32::MAX;
+
+/// The windows of [`SEED`] elements of `b`, chained by hash in ascending order of position.
+#[derive(Debug, Clone)]
+struct Seeds {
+    /// Per hash bucket: the first window's position, or [`NO_SEED`].
+    heads: Vec<u32>,
+    /// Per window position: the next position in its bucket, or [`NO_SEED`].
+    next: Vec<u32>,
+    /// `64 - log2(buckets)`: a key's bucket is its top bits after mixing.
+    shift: u32,
+}
+
+impl Seeds {
+    fn new(b: &[u32]) -> Self {
+        let windows = b.len() + 1 - SEED as usize;
+        let buckets = windows.next_power_of_two();
+        let shift = 64 - buckets.trailing_zeros();
+        let mut seeds = Self {
+            heads: vec![NO_SEED; buckets],
+            next: vec![NO_SEED; windows],
+            shift,
+        };
+        // The keys of every window, rolled along `b` (see `seed_key`), chained from the last
+        // window down so that each chain lists positions in ascending order.
+        let top = SEED_BASE.wrapping_pow(SEED);
+        let mut keys = Vec::with_capacity(windows);
+        let mut key = seed_key(&b[..SEED as usize]).expect("b's ids are all in b");
+        keys.push(key);
+        for (&gone, &came) in b.iter().zip(&b[SEED as usize..]) {
+            key = key
+                .wrapping_mul(SEED_BASE)
+                .wrapping_add(u64::from(came))
+                .wrapping_sub(u64::from(gone).wrapping_mul(top));
+            keys.push(key);
+        }
+        for (t, &key) in keys.iter().enumerate().rev() {
+            let bucket = seeds.bucket(key);
+            let head = &mut seeds.heads[bucket];
+            seeds.next[t] = *head;
+            *head = t as u32;
+        }
+        seeds
+    }
+
+    /// The bucket of a key: its top bits after an odd multiplication, which depend on all of
+    /// its bits.
+    fn bucket(&self, key: u64) -> usize {
+        (key.wrapping_mul(FxHasher::SEED) >> self.shift) as usize
+    }
+}
+
+/// The multiplier of [`seed_key`]'s polynomial (odd).
+const SEED_BASE: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A window's key: its ids as a polynomial in [`SEED_BASE`] modulo 2^64, which can be rolled
+/// one element along in O(1); `None` when the window holds an element absent from `b`.
+#[inline]
+fn seed_key(window: &[u32]) -> Option<u64> {
+    let mut key = 0u64;
+    for &id in window {
+        if id == NOT_IN_B {
+            return None;
+        }
+        key = key.wrapping_mul(SEED_BASE).wrapping_add(u64::from(id));
+    }
+    Some(key)
+}
+
 /// How far each row's base lies above the previous row's: more than any run (runs are shorter
 /// than `b`, whose length is below `u32::MAX`).
 const ROW: u64 = 1 << 32;
@@ -579,6 +775,8 @@ struct Scratch {
     cells: Vec<u64>,
     /// No cell holds more than this.
     floor: u64,
+    /// `b`'s seeds, built by the first call that looks for a block from seeds.
+    seeds: Option<Seeds>,
 }
 
 impl Scratch {
@@ -586,6 +784,7 @@ impl Scratch {
         Self {
             cells: vec![0; len_b + 1],
             floor: 0,
+            seeds: None,
         }
     }
 
@@ -994,6 +1193,71 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Long shared runs, repeated chunks (equal blocks, so ties) and periodic texts, where the
+    /// seeded search settles most calls: the same blocks as the literal algorithm, and the
+    /// seeded search does settle some of them.
+    #[test]
+    fn seeded_search_agrees_with_the_literal_algorithm() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let mut seeded_calls = 0;
+        for case in 0..160 {
+            let alphabet = [3, 4, 30, 100][case % 4];
+            let len = 100 + next(300) as usize;
+            let a: Vec<u32> = if case % 6 == 5 {
+                // A periodic text: every shift of the period ties.
+                let period = 1 + next(9) as usize;
+                let unit: Vec<u32> = (0..period).map(|_| next(alphabet) as u32).collect();
+                unit.iter().copied().cycle().take(len).collect()
+            } else {
+                (0..len).map(|_| next(alphabet) as u32).collect()
+            };
+            let rate = [8, 32, 128, 1024][(case / 4) % 4];
+            let mut b = Vec::new();
+            for (i, &x) in a.iter().enumerate() {
+                match next(rate) {
+                    0 => {}
+                    1 => b.push(next(alphabet) as u32),
+                    2 if i >= 60 => {
+                        // Repeat an earlier chunk of `a`: the same block twice in `b`.
+                        let start = next(i as u64 - 40) as usize;
+                        b.extend_from_slice(&a[start..start + 20 + next(20) as usize]);
+                        b.push(x);
+                    }
+                    _ => b.push(x),
+                }
+            }
+            let (a, b) = if case % 3 == 0 { (b, a) } else { (a, b) };
+            let matcher = SequenceMatcher::new(&a, &b, Autojunk::Off);
+            if matcher.seedable {
+                let (la, lb) = (a.len() as u32, b.len() as u32);
+                let seeds = Seeds::new(&matcher.b);
+                seeded_calls +=
+                    usize::from(matcher.seeded_longest_match(&seeds, 0, la, 0, lb).is_some());
+            }
+            let mut raw = matcher.raw_blocks();
+            raw.sort_unstable();
+            let ours: Vec<(usize, usize, usize)> = raw
+                .into_iter()
+                .map(|(i, j, k)| (i as usize, j as usize, k as usize))
+                .collect();
+            assert_eq!(
+                ours,
+                literal_blocks(&a, &b, Autojunk::Off),
+                "case {case}: a={a:?} b={b:?}"
+            );
+        }
+        assert!(
+            seeded_calls > 80,
+            "the seeded search settled only {seeded_calls} whole-range calls"
+        );
     }
 
     #[test]
