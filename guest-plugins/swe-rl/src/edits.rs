@@ -74,7 +74,8 @@ pub(crate) fn split_tags(output: &str) -> Result<(&str, &str), FormatError> {
     // of a tag: counting the tags found at each '<' gives Python's non-overlapping counts.
     let mut counts = [0usize; 4];
     let mut first = [0usize; 4];
-    for (at, _) in output.match_indices('<') {
+    // memchr's search is SIMD in the wasm build too, where `match_indices` is not.
+    for at in memchr::memchr_iter(b'<', output.as_bytes()) {
         let rest = &output[at..];
         if let Some(n) = TAGS.iter().position(|tag| rest.starts_with(tag)) {
             if counts[n] == 0 {
@@ -230,9 +231,7 @@ enum Replaced {
 fn replace_all(text: &str, from: &str, to: &str, out: &mut String) -> Replaced {
     out.clear();
     let mut copied = 0;
-    // memchr's searcher: SIMD in the wasm build too (simd128), where `str::match_indices`
-    // runs the scalar two-way algorithm. Both report the same non-overlapping occurrences.
-    for at in memchr::memmem::find_iter(text.as_bytes(), from.as_bytes()) {
+    for at in Occurrences::new(text.as_bytes(), from.as_bytes()) {
         if out.len() + (at - copied) + to.len() > MAX_EDITED_BYTES {
             return Replaced::TooLarge;
         }
@@ -249,6 +248,83 @@ fn replace_all(text: &str, from: &str, to: &str, out: &mut String) -> Replaced {
     }
     out.push_str(&text[copied..]);
     Replaced::Done
+}
+
+/// The non-overlapping occurrences of a non-empty needle in a haystack, leftmost first (what
+/// `str::match_indices` and Python's `str.replace` find).
+///
+/// Search blocks are short and files small, where building memchr's searcher costs more than
+/// the search. So candidates start as occurrences of the needle's first byte (found with
+/// `memchr`, SIMD in the wasm build too), each compared in full; once the compared bytes
+/// exceed a linear budget (a needle and text built so that most candidates nearly match), the
+/// rest of the haystack goes to memchr's two-way searcher, which is linear in the worst case.
+enum Occurrences<'h, 'n> {
+    Direct {
+        haystack: &'h [u8],
+        needle: &'n [u8],
+        /// Where the search resumes.
+        at: usize,
+        /// Bytes that may still be compared before switching.
+        budget: usize,
+    },
+    TwoWay {
+        offset: usize,
+        /// Boxed: it is large, and rarely built.
+        inner: Box<memchr::memmem::FindIter<'h, 'n>>,
+    },
+}
+
+impl<'h, 'n> Occurrences<'h, 'n> {
+    fn new(haystack: &'h [u8], needle: &'n [u8]) -> Self {
+        assert!(!needle.is_empty(), "the needle is never empty");
+        Occurrences::Direct {
+            haystack,
+            needle,
+            at: 0,
+            budget: 4 * haystack.len() + 1024,
+        }
+    }
+}
+
+impl Iterator for Occurrences<'_, '_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            Occurrences::Direct {
+                haystack,
+                needle,
+                at,
+                budget,
+            } => {
+                let (haystack, needle) = (*haystack, *needle);
+                while let Some(found) = memchr::memchr(needle[0], &haystack[*at..]) {
+                    let start = *at + found;
+                    let candidate = haystack.get(start..start + needle.len())?;
+                    let same = candidate
+                        .iter()
+                        .zip(needle)
+                        .take_while(|(x, y)| x == y)
+                        .count();
+                    let Some(left) = budget.checked_sub(same + 1) else {
+                        *self = Occurrences::TwoWay {
+                            offset: start,
+                            inner: Box::new(memchr::memmem::find_iter(&haystack[start..], needle)),
+                        };
+                        return self.next();
+                    };
+                    *budget = left;
+                    if same == needle.len() {
+                        *at = start + needle.len();
+                        return Some(start);
+                    }
+                    *at = start + 1;
+                }
+                None
+            }
+            Occurrences::TwoWay { offset, inner } => inner.next().map(|at| *offset + at),
+        }
+    }
 }
 
 /// Sets `buf` to `"\n" + text`, reusing its allocation.
@@ -298,6 +374,47 @@ mod tests {
         // One such block stays within the bound and applies as Python's `replace` would.
         let one = apply_blocks(&code, &blocks[..1]).unwrap();
         assert_eq!(one["a.py"].matches('\n').count(), 3 * 1001 - 1);
+    }
+
+    /// The direct search and its switch to the two-way searcher find what `match_indices`
+    /// finds: random texts over small alphabets, and needles that nearly match everywhere so
+    /// that the budget runs out part way.
+    #[test]
+    fn occurrences_are_match_indices() {
+        let mut state = 0x853c_49e6_748f_ea9b_u64;
+        let mut next = |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        let check = |text: &str, needle: &str| {
+            let want: Vec<usize> = text.match_indices(needle).map(|(at, _)| at).collect();
+            let got: Vec<usize> = Occurrences::new(text.as_bytes(), needle.as_bytes()).collect();
+            assert_eq!(got, want, "text {text:?} needle {needle:?}");
+        };
+        for _ in 0..3000 {
+            let alphabet = [b"ab\n".as_slice(), b"\n", b"abc\nx"][next(3) as usize];
+            let (text_len, needle_len) = (next(200), 1 + next(6));
+            let mut pick = |len: u64| -> String {
+                (0..len)
+                    .map(|_| char::from(alphabet[next(alphabet.len() as u64) as usize]))
+                    .collect()
+            };
+            let text = pick(text_len);
+            let needle = pick(needle_len);
+            check(&text, &needle);
+        }
+        // Every candidate matches all but the needle's last byte: the budget runs out, and the
+        // occurrences after the switch are still found, also one straddling it.
+        for (lines, tail) in [(2000, "\nx"), (5000, "\n\nx\n\nx"), (300, "")] {
+            let text = format!("{}x{}{tail}", "\n".repeat(lines), "\n".repeat(lines));
+            for width in [1, 2, 40, 300] {
+                let needle = format!("{}x", "\n".repeat(width));
+                check(&text, &needle);
+                check(&text, &format!("{needle}\n"));
+            }
+        }
     }
 
     #[test]
