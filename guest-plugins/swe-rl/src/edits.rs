@@ -250,14 +250,19 @@ fn replace_all(text: &str, from: &str, to: &str, out: &mut String) -> Replaced {
     Replaced::Done
 }
 
+/// The longest haystack searched directly by [`Occurrences`]; longer ones go to the two-way
+/// searcher at once, its construction then being small against the search.
+const DIRECT_SEARCH_MAX: usize = 8 << 10;
+
 /// The non-overlapping occurrences of a non-empty needle in a haystack, leftmost first (what
 /// `str::match_indices` and Python's `str.replace` find).
 ///
-/// Search blocks are short and files small, where building memchr's searcher costs more than
-/// the search. So candidates start as occurrences of the needle's first byte (found with
-/// `memchr`, SIMD in the wasm build too), each compared in full; once the compared bytes
-/// exceed a linear budget (a needle and text built so that most candidates nearly match), the
-/// rest of the haystack goes to memchr's two-way searcher, which is linear in the worst case.
+/// Search blocks are short and files mostly small, where building memchr's searcher costs more
+/// than the search. So in texts under [`DIRECT_SEARCH_MAX`] bytes, candidates start as
+/// occurrences of the needle's first byte (found with `memchr`, SIMD in the wasm build too),
+/// each compared in full. Once the compared bytes exceed a linear budget (a needle and text
+/// built so that most candidates nearly match), the rest of the text goes to memchr's two-way
+/// searcher, which is linear in the worst case.
 enum Occurrences<'h, 'n> {
     Direct {
         haystack: &'h [u8],
@@ -277,6 +282,12 @@ enum Occurrences<'h, 'n> {
 impl<'h, 'n> Occurrences<'h, 'n> {
     fn new(haystack: &'h [u8], needle: &'n [u8]) -> Self {
         assert!(!needle.is_empty(), "the needle is never empty");
+        if haystack.len() >= DIRECT_SEARCH_MAX {
+            return Occurrences::TwoWay {
+                offset: 0,
+                inner: Box::new(memchr::memmem::find_iter(haystack, needle)),
+            };
+        }
         Occurrences::Direct {
             haystack,
             needle,
@@ -406,7 +417,8 @@ mod tests {
             check(&text, &needle);
         }
         // Every candidate matches all but the needle's last byte: the budget runs out, and the
-        // occurrences after the switch are still found, also one straddling it.
+        // occurrences after the switch are still found, also one straddling it. The 10,001-byte
+        // text is past `DIRECT_SEARCH_MAX`, so it goes to the two-way searcher from the start.
         for (lines, tail) in [(2000, "\nx"), (5000, "\n\nx\n\nx"), (300, "")] {
             let text = format!("{}x{}{tail}", "\n".repeat(lines), "\n".repeat(lines));
             for width in [1, 2, 40, 300] {
