@@ -707,7 +707,8 @@ struct Seeds {
 impl Seeds {
     fn new(b: &[u32]) -> Self {
         let windows = b.len() + 1 - SEED as usize;
-        let buckets = windows.next_power_of_two();
+        // At least two buckets, so that the shift stays below 64.
+        let buckets = windows.next_power_of_two().max(2);
         let shift = 64 - buckets.trailing_zeros();
         let mut seeds = Self {
             heads: vec![NO_SEED; buckets],
