@@ -263,8 +263,7 @@ impl SequenceMatcher {
     }
 
     /// The longest block from seeds, when it is at least [`MIN_SEEDED_LEN`] long; `None` when
-    /// it is shorter (or the ranges are too small for seeds to pay), which the dynamic programme
-    /// then settles.
+    /// it is shorter, which the dynamic programme then settles.
     ///
     /// Only valid when no element is popular: then the dynamic programme's best block is the
     /// first, in order of its end in `a` and then in `b`, of the longest maximal common runs of
