@@ -1151,13 +1151,7 @@ mod tests {
     /// scratch row array), against the literal algorithm: the same blocks, in every case.
     #[test]
     fn blocks_agree_with_the_literal_algorithm() {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::test_rng(0x2545_f491_4f6c_dd1d);
         for case in 0..600 {
             let alphabet = [2, 3, 5, 30][case % 4];
             let len_a = next(if case % 5 == 0 { 400 } else { 60 }) as usize;
@@ -1200,13 +1194,7 @@ mod tests {
     /// seeded search does settle some of them.
     #[test]
     fn seeded_search_agrees_with_the_literal_algorithm() {
-        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::test_rng(0x9e37_79b9_7f4a_7c15);
         let mut seeded_calls = 0;
         for case in 0..160 {
             let alphabet = [3, 4, 30, 100][case % 4];

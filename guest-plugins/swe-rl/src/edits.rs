@@ -392,13 +392,7 @@ mod tests {
     /// that the budget runs out part way.
     #[test]
     fn occurrences_are_match_indices() {
-        let mut state = 0x853c_49e6_748f_ea9b_u64;
-        let mut next = |bound: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % bound
-        };
+        let mut next = crate::test_rng(0x853c_49e6_748f_ea9b);
         let check = |text: &str, needle: &str| {
             let want: Vec<usize> = text.match_indices(needle).map(|(at, _)| at).collect();
             let got: Vec<usize> = Occurrences::new(text.as_bytes(), needle.as_bytes()).collect();
@@ -585,13 +579,8 @@ mod tests {
             "é😀",
             "```python\n### a.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```",
         ];
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % bound as u64) as usize
-        };
+        let mut rng = crate::test_rng(0x2545_f491_4f6c_dd1d);
+        let mut next = |bound: usize| rng(bound as u64) as usize;
         // Where each group starts in the answer, so that equal text at another place differs.
         fn offsets(answer: &str, blocks: &[BlockRef<'_>]) -> Vec<[usize; 3]> {
             let at = |g: &str| g.as_ptr() as usize - answer.as_ptr() as usize;

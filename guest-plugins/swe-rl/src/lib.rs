@@ -32,6 +32,19 @@ pub mod pystr;
 pub mod reward;
 pub mod unidiff;
 
+/// A xorshift64 generator for the tests' random cases: each call gives a number below its
+/// bound, the same sequence for the same seed on every machine.
+#[cfg(test)]
+pub(crate) fn test_rng(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |bound| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    }
+}
+
 /// Path → file text. A `BTreeMap`, so iteration (and so every result) is in path order.
 pub type FileMap = std::collections::BTreeMap<String, String>;
 
