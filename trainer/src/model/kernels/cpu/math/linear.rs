@@ -178,13 +178,33 @@ impl<F: CpuFloat> HostMatrix<F> {
             };
         }
         let k = w.len().checked_div(out).unwrap_or(0);
+        assert_eq!(
+            k * out,
+            w.len(),
+            "host matrix: {} elements for {out} rows",
+            w.len()
+        );
         let mut bands = Vec::with_capacity(w.len());
-        for c0 in (0..out).step_by(FEW_COLS) {
-            let rows = &w[c0 * k..(c0 + FEW_COLS).min(out) * k];
-            for kk in 0..k {
-                bands.extend(rows.chunks_exact(k).map(|row| row[kk]));
-            }
+        if k > 0 {
+            // One task per band, written front to back: each row of the band gathers one
+            // element of each of its 32 weight rows, which stay in L1 across consecutive rows.
+            bands.spare_capacity_mut()[..w.len()]
+                .par_chunks_mut(FEW_COLS * k)
+                .zip(w.par_chunks(FEW_COLS * k))
+                .for_each(|(band, rows)| {
+                    let width = rows.len() / k;
+                    for (kk, dst) in band.chunks_exact_mut(width).enumerate() {
+                        for (d, row) in dst.iter_mut().zip(rows.chunks_exact(k)) {
+                            d.write(row[kk]);
+                        }
+                    }
+                });
         }
+        // SAFETY: the bands cover the capacity's first w.len() elements (each band of
+        // FEW_COLS·k elements, the last one narrower, pairs with as many weight elements) and
+        // every element of each was written just above (k rows of `width`); with k = 0 the
+        // length is 0.
+        unsafe { bands.set_len(w.len()) };
         Self { w, bands, out }
     }
 }
@@ -259,8 +279,9 @@ pub const FEW_COLS: usize = 32;
 /// it: per output, one chain of fused multiply-adds over each block of `depth` inputs, each block's sum added to the output in
 /// turn (the first block's written, when nothing is to be added to), so the result is `gemm`'s
 /// bit for bit (trainer/tests/it/model_kernels.rs). A decoding step's product is a pass over the weight:
-/// here the weight is streamed once, 32 columns by 4 rows at a time in registers, where `gemm`
-/// would fill a 64-row tile for 4 rows and read its columns six strided streams at a time.
+/// here the weight is streamed once, 32 columns by 4 rows at a time in registers (8 rows with
+/// AVX-512, [`avx512`]), where `gemm` would fill a 64-row tile for 4 rows and read its columns
+/// six strided streams at a time.
 pub fn few_rows_fwd<F: CpuFloat>(
     x: &[F],
     wt: &[F],
@@ -276,6 +297,8 @@ pub fn few_rows_fwd<F: CpuFloat>(
     let start = linear_start(bias, init, n, m);
     let accumulate = start.is_some();
     let start = start.unwrap_or_else(|| vec![F::zero(); n * m]);
+    #[cfg(target_arch = "x86_64")]
+    let avx512 = std::arch::is_x86_feature_detected!("avx512f");
     // Each task owns columns c0..c0+width of every row: its own buffer, `[n, width]`.
     let bands: Vec<Vec<F>> = (0..m.div_ceil(FEW_COLS))
         .into_par_iter()
@@ -287,6 +310,16 @@ pub fn few_rows_fwd<F: CpuFloat>(
                 .flat_map(|r| &start[r * m + c0..r * m + c0 + width])
                 .copied()
                 .collect();
+            #[cfg(target_arch = "x86_64")]
+            if avx512 && width == FEW_COLS {
+                if let (Some(x), Some(panel), Some(o)) =
+                    (F::as_f32(x), F::as_f32(panel), F::as_f32_mut(&mut out))
+                {
+                    // SAFETY: the CPU has AVX-512F (`avx512`, checked before the tasks start).
+                    unsafe { avx512::band(x, panel, (n, k), depth, o, accumulate) };
+                    return out;
+                }
+            }
             simd(
                 #[inline(always)]
                 || {
@@ -329,6 +362,135 @@ pub fn few_rows_fwd<F: CpuFloat>(
         }
     }
     y
+}
+
+/// [`few_rows_fwd`]'s band of `f32` columns written with AVX-512 intrinsics: LLVM compiles
+/// [`Tile::run`] to 256- and 128-bit registers (20 fused multiply-adds per depth step for 4
+/// rows by 32 columns, where 8 of 512 bits do), which made a 16-row decoding step bound by the
+/// instruction count (docs/benchmarks.md). The arithmetic is [`Tile::run`]'s, instruction for
+/// instruction: per output one chain of `fma(x, w, acc)` over each block of depth, the block's
+/// sum written or added to the output.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::FEW_COLS;
+
+    /// Rows per tile: 8 rows by 32 columns are 16 accumulators of the 32 registers, enough
+    /// independent chains to hide the latency of the fused multiply-add.
+    const ROWS: usize = 8;
+
+    /// How far ahead in the panel, in elements, [`tile`] prefetches: 64 rows of depth (8 KiB),
+    /// the best of 1–16 KiB measured on the Intel variant.
+    const PREFETCH: usize = 64 * FEW_COLS;
+
+    /// One band: `out` (`[n, 32]`) gets the product of `x` (`[n, k]`) with `panel`
+    /// (`[k, 32]`), summed in blocks of `depth`; it is added to `out` when `accumulate`, else
+    /// the first block's sum is written over it.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn band(
+        x: &[f32],
+        panel: &[f32],
+        (n, k): (usize, usize),
+        depth: usize,
+        out: &mut [f32],
+        accumulate: bool,
+    ) {
+        assert!(
+            x.len() == n * k && panel.len() == k * FEW_COLS && out.len() == n * FEW_COLS,
+            "few-row band: operand sizes"
+        );
+        let mut k0 = 0;
+        while k0 < k {
+            let k1 = (k0 + depth).min(k);
+            let write = k0 == 0 && !accumulate;
+            let mut r0 = 0;
+            while r0 < n {
+                let rows = (n - r0).min(ROWS);
+                let out = &mut out[r0 * FEW_COLS..(r0 + rows) * FEW_COLS];
+                // SAFETY (of each call): rows r0..r0 + R of x, rows k0..k1 of the panel and R
+                // rows of out are inside their slices (sizes checked above, r0 + R ≤ n,
+                // k1 ≤ k), and the CPU has AVX-512F (this function's contract).
+                unsafe {
+                    match rows {
+                        8 => tile::<8>(x, panel, k, r0, k0..k1, out, write),
+                        7 => tile::<7>(x, panel, k, r0, k0..k1, out, write),
+                        6 => tile::<6>(x, panel, k, r0, k0..k1, out, write),
+                        5 => tile::<5>(x, panel, k, r0, k0..k1, out, write),
+                        4 => tile::<4>(x, panel, k, r0, k0..k1, out, write),
+                        3 => tile::<3>(x, panel, k, r0, k0..k1, out, write),
+                        2 => tile::<2>(x, panel, k, r0, k0..k1, out, write),
+                        _ => tile::<1>(x, panel, k, r0, k0..k1, out, write),
+                    }
+                }
+                r0 += rows;
+            }
+            k0 = k1;
+        }
+    }
+
+    /// `R` rows from `r0` by the band's 32 columns over `depth`, the sums in 2·`R` registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `x` must hold rows `r0..r0 + R` of `k` elements, `panel`
+    /// rows `..depth.end` of 32, and `out` `R` rows of 32.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    unsafe fn tile<const R: usize>(
+        x: &[f32],
+        panel: &[f32],
+        k: usize,
+        r0: usize,
+        depth: std::ops::Range<usize>,
+        out: &mut [f32],
+        write: bool,
+    ) {
+        debug_assert!(
+            (r0 + R) * k <= x.len() && depth.end * FEW_COLS <= panel.len() && out.len() >= R * 32
+        );
+        let (xp, wp, op) = (x.as_ptr(), panel.as_ptr(), out.as_mut_ptr());
+        let mut lo = [_mm512_setzero_ps(); R];
+        let mut hi = [_mm512_setzero_ps(); R];
+        for kk in depth {
+            // SAFETY: row kk < depth.end of the panel, 32 elements from kk·32 (contract).
+            let (w0, w1) = unsafe {
+                (
+                    _mm512_loadu_ps(wp.add(kk * FEW_COLS)),
+                    _mm512_loadu_ps(wp.add(kk * FEW_COLS + 16)),
+                )
+            };
+            // The two lines of the panel PREFETCH elements on, into L2: a decoding step is
+            // bound by reading the weights from memory, and the hardware prefetcher alone
+            // leaves bandwidth unused (docs/benchmarks.md). A prefetch never faults, so the
+            // address may lie past the panel (wrapping_add: no pointer arithmetic contract).
+            let ahead = wp.wrapping_add(kk * FEW_COLS + PREFETCH);
+            _mm_prefetch::<_MM_HINT_T1>(ahead as *const i8);
+            _mm_prefetch::<_MM_HINT_T1>(ahead.wrapping_add(16) as *const i8);
+            for r in 0..R {
+                // SAFETY: element kk < k of row r0 + r < r0 + R of x (contract).
+                let xv = _mm512_set1_ps(unsafe { *xp.add((r0 + r) * k + kk) });
+                lo[r] = _mm512_fmadd_ps(xv, w0, lo[r]);
+                hi[r] = _mm512_fmadd_ps(xv, w1, hi[r]);
+            }
+        }
+        for r in 0..R {
+            // SAFETY: row r < R of out, 32 elements from r·32 (contract).
+            unsafe {
+                let (o0, o1) = (op.add(r * FEW_COLS), op.add(r * FEW_COLS + 16));
+                if write {
+                    _mm512_storeu_ps(o0, lo[r]);
+                    _mm512_storeu_ps(o1, hi[r]);
+                } else {
+                    _mm512_storeu_ps(o0, _mm512_add_ps(_mm512_loadu_ps(o0), lo[r]));
+                    _mm512_storeu_ps(o1, _mm512_add_ps(_mm512_loadu_ps(o1), hi[r]));
+                }
+            }
+        }
+    }
 }
 
 /// One block of depth of [`few_rows_fwd`] for up to 4 rows from `r0` and one band of columns.

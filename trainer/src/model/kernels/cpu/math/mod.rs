@@ -37,10 +37,24 @@ pub trait CpuFloat:
     /// Whether [`few_rows_fwd`] may stand in for `gemm` on this type (it knows gemm's block
     /// geometry for `f32` only).
     const FEW_ROWS: bool;
+
+    /// `s` as `f32`s when `Self` is `f32` (for kernels written for `f32` alone).
+    fn as_f32(s: &[Self]) -> Option<&[f32]>;
+
+    /// `s` as `f32`s when `Self` is `f32`.
+    fn as_f32_mut(s: &mut [Self]) -> Option<&mut [f32]>;
 }
 
 impl CpuFloat for f32 {
     const FEW_ROWS: bool = true;
+
+    fn as_f32(s: &[Self]) -> Option<&[f32]> {
+        Some(s)
+    }
+
+    fn as_f32_mut(s: &mut [Self]) -> Option<&mut [f32]> {
+        Some(s)
+    }
 
     #[inline(always)]
     fn vexp(self) -> Self {
@@ -50,6 +64,14 @@ impl CpuFloat for f32 {
 
 impl CpuFloat for f64 {
     const FEW_ROWS: bool = false;
+
+    fn as_f32(_: &[Self]) -> Option<&[f32]> {
+        None
+    }
+
+    fn as_f32_mut(_: &mut [Self]) -> Option<&mut [f32]> {
+        None
+    }
 
     #[inline(always)]
     fn vexp(self) -> Self {
