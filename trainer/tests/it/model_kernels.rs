@@ -422,6 +422,49 @@ fn host_decoding_samples_what_the_fused_blocks_sample() {
     }
 }
 
+/// A product split across threads (by bands of rows when it has at least as many rows as
+/// columns, by bands of columns when it has more columns and over 64 rows) sums every output
+/// as one single-threaded `gemm` call does, bit for bit, so results do not depend on the
+/// number of threads.
+#[test]
+fn split_products_equal_one_product_bit_for_bit() {
+    use swerve_trainer::model::kernels::cpu::math;
+    let pool = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    };
+    let (one, three) = (pool(1), pool(3));
+    // (rows, depth, columns): column bands, column bands of uneven width, row bands.
+    for (n, k, m) in [
+        (65, 768, 2048),
+        (100, 300, 701),
+        (300, 200, 64),
+        (257, 96, 255),
+    ] {
+        let x: Vec<f32> = (0..n * k)
+            .map(|i| ((i * 7919) % 1013) as f32 * 1.3e-3 - 0.6)
+            .collect();
+        let w: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 104_729) % 997) as f32 * 1.1e-3 - 0.5)
+            .collect();
+        let bias: Vec<f32> = (0..m).map(|i| (i % 11) as f32 * 0.07 - 0.3).collect();
+        for b in [false, true] {
+            let bias = b.then_some(&bias[..]);
+            let run = |p: &rayon::ThreadPool| {
+                p.install(|| math::linear_fwd(&x, &w, bias, None, (n, k, m)))
+            };
+            let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+            assert_eq!(
+                bits(run(&three)),
+                bits(run(&one)),
+                "{n}×{k}·{k}×{m}, bias {b}"
+            );
+        }
+    }
+}
+
 /// Decoding's few-row products give `gemm`'s results bit for bit, with and without a residual
 /// and a bias, over depths of one block and several (uneven) blocks, band widths that are and
 /// are not a multiple of the band, and the shapes `gemm` computes another way (one row, at most

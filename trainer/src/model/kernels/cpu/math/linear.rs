@@ -89,6 +89,46 @@ pub(super) unsafe fn matmul<F: CpuFloat>(
         });
         return;
     }
+    // Big products with more columns than rows (the linear layers' forward on a short batch,
+    // such as a prefill): one single-threaded product per band of columns. With more than 64
+    // rows, gemm's depth blocks do not depend on the number of columns, so each output is
+    // summed as the whole product would sum it.
+    if threads > 1 && n > m && m > 64 && n >= 2 * threads && m * n * k >= 1 << 20 {
+        let band = n.div_ceil(threads).next_multiple_of(16);
+        let (dst, a_ptr, b_ptr) = (
+            Shared(dst),
+            Shared(a.ptr as *mut F),
+            Shared(b.ptr as *mut F),
+        );
+        let (a_rs, a_cs, b_rs, b_cs) = (a.rs, a.cs, b.rs, b.cs);
+        (0..threads).into_par_iter().for_each(|t| {
+            let lo = (t * band).min(n);
+            let hi = ((t + 1) * band).min(n);
+            if lo < hi {
+                // SAFETY: offset 0 is the pointer itself.
+                let a_all = unsafe { a_ptr.at(0) };
+                let a = View {
+                    ptr: a_all as *const F,
+                    rs: a_rs,
+                    cs: a_cs,
+                };
+                // SAFETY: lo < n, so column lo of `b` starts inside the k×n view the caller
+                // guarantees to lie in one allocation.
+                let b_lo = unsafe { b_ptr.at(lo * b_cs) };
+                let b = View {
+                    ptr: b_lo as *const F,
+                    rs: b_rs,
+                    cs: b_cs,
+                };
+                // SAFETY: columns lo..hi of dst (column lo at dst + lo, inside dst's n columns)
+                // and of b are inside the caller's views; a is the caller's whole view; the
+                // bands of dst are disjoint, so no two tasks write the same element, and dst
+                // overlaps neither a nor b (caller's contract).
+                unsafe { matmul((m, hi - lo, k), dst.at(lo), ld, accumulate, a, b, scale, 1) };
+            }
+        });
+        return;
+    }
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
