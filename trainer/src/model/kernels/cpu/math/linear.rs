@@ -320,7 +320,7 @@ pub const FEW_COLS: usize = 32;
 /// turn (the first block's written, when nothing is to be added to), so the result is `gemm`'s
 /// bit for bit (trainer/tests/it/model_kernels.rs). A decoding step's product is a pass over the weight:
 /// here the weight is streamed once, 32 columns by 4 rows at a time in registers (8 rows with
-/// AVX-512, [`avx512`]), where `gemm` would fill a 64-row tile for 4 rows and read its columns
+/// AVX-512, written with intrinsics), where `gemm` would fill a 64-row tile for 4 rows and read its columns
 /// six strided streams at a time.
 pub fn few_rows_fwd<F: CpuFloat>(
     x: &[F],
@@ -351,14 +351,14 @@ pub fn few_rows_fwd<F: CpuFloat>(
                 .copied()
                 .collect();
             #[cfg(target_arch = "x86_64")]
-            if avx512 && width == FEW_COLS {
-                if let (Some(x), Some(panel), Some(o)) =
+            if avx512
+                && width == FEW_COLS
+                && let (Some(x), Some(panel), Some(o)) =
                     (F::as_f32(x), F::as_f32(panel), F::as_f32_mut(&mut out))
-                {
-                    // SAFETY: the CPU has AVX-512F (`avx512`, checked before the tasks start).
-                    unsafe { avx512::band(x, panel, (n, k), depth, o, accumulate) };
-                    return out;
-                }
+            {
+                // SAFETY: the CPU has AVX-512F (`avx512`, checked before the tasks start).
+                unsafe { avx512::band(x, panel, (n, k), depth, o, accumulate) };
+                return out;
             }
             simd(
                 #[inline(always)]
@@ -451,7 +451,7 @@ mod avx512 {
             while r0 < n {
                 let rows = (n - r0).min(ROWS);
                 let out = &mut out[r0 * FEW_COLS..(r0 + rows) * FEW_COLS];
-                // SAFETY (of each call): rows r0..r0 + R of x, rows k0..k1 of the panel and R
+                // SAFETY: for each call, rows r0..r0 + R of x, rows k0..k1 of the panel and R
                 // rows of out are inside their slices (sizes checked above, r0 + R ≤ n,
                 // k1 ≤ k), and the CPU has AVX-512F (this function's contract).
                 unsafe {
