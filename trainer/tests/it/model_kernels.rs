@@ -422,6 +422,18 @@ fn host_decoding_samples_what_the_fused_blocks_sample() {
     }
 }
 
+/// Deterministic `x: [n, k]`, `W: [m, k]` and `bias: [m]` for the product tests.
+fn product_operands(n: usize, k: usize, m: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let x = (0..n * k)
+        .map(|i| ((i * 7919) % 1013) as f32 * 1.3e-3 - 0.6)
+        .collect();
+    let w = (0..m * k)
+        .map(|i| ((i * 104_729) % 997) as f32 * 1.1e-3 - 0.5)
+        .collect();
+    let bias = (0..m).map(|i| (i % 11) as f32 * 0.07 - 0.3).collect();
+    (x, w, bias)
+}
+
 /// A product split across threads (by bands of rows when it has at least as many rows as
 /// columns, by bands of columns when it has more columns and over 64 rows) sums every output
 /// as one single-threaded `gemm` call does, bit for bit, so results do not depend on the
@@ -443,13 +455,7 @@ fn split_products_equal_one_product_bit_for_bit() {
         (300, 200, 64),
         (257, 96, 255),
     ] {
-        let x: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 7919) % 1013) as f32 * 1.3e-3 - 0.6)
-            .collect();
-        let w: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 104_729) % 997) as f32 * 1.1e-3 - 0.5)
-            .collect();
-        let bias: Vec<f32> = (0..m).map(|i| (i % 11) as f32 * 0.07 - 0.3).collect();
+        let (x, w, bias) = product_operands(n, k, m);
         for b in [false, true] {
             let bias = b.then_some(&bias[..]);
             let run = |p: &rayon::ThreadPool| {
@@ -484,13 +490,7 @@ fn few_row_products_are_gemms_bit_for_bit() {
         (9, 3, 40),
     ];
     for (n, k, m) in shapes {
-        let x: Vec<f32> = (0..n * k)
-            .map(|i| ((i * 7919) % 1013) as f32 * 1.3e-3 - 0.6)
-            .collect();
-        let w: Vec<f32> = (0..m * k)
-            .map(|i| ((i * 104_729) % 997) as f32 * 1.1e-3 - 0.5)
-            .collect();
-        let bias: Vec<f32> = (0..m).map(|i| (i % 11) as f32 * 0.07 - 0.3).collect();
+        let (x, w, bias) = product_operands(n, k, m);
         let residual: Vec<f32> = (0..n * m).map(|i| (i % 5) as f32 * 0.3 - 0.6).collect();
         let host = HostMatrix::new(w.clone(), m);
         for (b, r) in [(false, false), (true, false), (false, true), (true, true)] {

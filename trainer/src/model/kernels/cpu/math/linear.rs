@@ -38,12 +38,21 @@ pub(super) unsafe fn matmul<F: CpuFloat>(
         }
         return;
     }
-    // Big products with at least as many rows as columns (the linear layers' forward, their
-    // input and weight gradients) run as one single-threaded product per band of rows: on 2
-    // cores that measured up to 2× faster than gemm's own split for the weight-gradient shapes
-    // (docs/benchmarks.md). Small products are not worth a second thread.
-    if threads > 1 && m >= n && m >= 2 * threads && m * n * k >= 1 << 20 {
-        let band = m.div_ceil(threads);
+    // Big products run as one single-threaded product per band: of rows when they have at
+    // least as many rows as columns (the linear layers' forward, their input and weight
+    // gradients: on 2 cores up to 2× faster than gemm's own split for the weight-gradient
+    // shapes, docs/benchmarks.md), of columns when they have more columns and over 64 rows
+    // (a prefill's products; with over 64 rows gemm's depth blocks do not depend on the number
+    // of columns, so each output is summed as the whole product sums it). Small products are
+    // not worth a second thread.
+    let big = threads > 1 && m * n * k >= 1 << 20;
+    let by_rows = big && m >= n && m >= 2 * threads;
+    if by_rows || (big && n > m && m > 64 && n >= 2 * threads) {
+        let (len, band) = if by_rows {
+            (m, m.div_ceil(threads))
+        } else {
+            (n, n.div_ceil(threads).next_multiple_of(16))
+        };
         let (dst, a_ptr, b_ptr) = (
             Shared(dst),
             Shared(a.ptr as *mut F),
@@ -51,81 +60,38 @@ pub(super) unsafe fn matmul<F: CpuFloat>(
         );
         let (a_rs, a_cs, b_rs, b_cs) = (a.rs, a.cs, b.rs, b.cs);
         (0..threads).into_par_iter().for_each(|t| {
-            let lo = (t * band).min(m);
-            let hi = ((t + 1) * band).min(m);
-            if lo < hi {
-                // SAFETY: lo < m, so row lo of `a` starts inside the m×k view the caller
-                // guarantees to lie in one allocation.
-                let a_lo = unsafe { a_ptr.at(lo * a_rs) };
-                let a = View {
-                    ptr: a_lo as *const F,
-                    rs: a_rs,
-                    cs: a_cs,
-                };
-                // SAFETY: offset 0 is the pointer itself.
-                let b_all = unsafe { b_ptr.at(0) };
-                let b = View {
-                    ptr: b_all as *const F,
-                    rs: b_rs,
-                    cs: b_cs,
-                };
-                // SAFETY: rows lo..hi of dst (row lo at dst + lo·ld, inside dst's m rows) and of
-                // a are inside the caller's views; b is the caller's whole view; the bands of
-                // dst are disjoint, so no two tasks write the same element, and dst overlaps
-                // neither a nor b (caller's contract).
-                unsafe {
-                    matmul(
-                        (hi - lo, n, k),
-                        dst.at(lo * ld),
-                        ld,
-                        accumulate,
-                        a,
-                        b,
-                        scale,
-                        1,
-                    )
-                };
+            let lo = (t * band).min(len);
+            let hi = ((t + 1) * band).min(len);
+            if lo >= hi {
+                return;
             }
-        });
-        return;
-    }
-    // Big products with more columns than rows (the linear layers' forward on a short batch,
-    // such as a prefill): one single-threaded product per band of columns. With more than 64
-    // rows, gemm's depth blocks do not depend on the number of columns, so each output is
-    // summed as the whole product would sum it.
-    if threads > 1 && n > m && m > 64 && n >= 2 * threads && m * n * k >= 1 << 20 {
-        let band = n.div_ceil(threads).next_multiple_of(16);
-        let (dst, a_ptr, b_ptr) = (
-            Shared(dst),
-            Shared(a.ptr as *mut F),
-            Shared(b.ptr as *mut F),
-        );
-        let (a_rs, a_cs, b_rs, b_cs) = (a.rs, a.cs, b.rs, b.cs);
-        (0..threads).into_par_iter().for_each(|t| {
-            let lo = (t * band).min(n);
-            let hi = ((t + 1) * band).min(n);
-            if lo < hi {
-                // SAFETY: offset 0 is the pointer itself.
-                let a_all = unsafe { a_ptr.at(0) };
-                let a = View {
-                    ptr: a_all as *const F,
-                    rs: a_rs,
-                    cs: a_cs,
-                };
-                // SAFETY: lo < n, so column lo of `b` starts inside the k×n view the caller
-                // guarantees to lie in one allocation.
-                let b_lo = unsafe { b_ptr.at(lo * b_cs) };
-                let b = View {
-                    ptr: b_lo as *const F,
-                    rs: b_rs,
-                    cs: b_cs,
-                };
-                // SAFETY: columns lo..hi of dst (column lo at dst + lo, inside dst's n columns)
-                // and of b are inside the caller's views; a is the caller's whole view; the
-                // bands of dst are disjoint, so no two tasks write the same element, and dst
-                // overlaps neither a nor b (caller's contract).
-                unsafe { matmul((m, hi - lo, k), dst.at(lo), ld, accumulate, a, b, scale, 1) };
-            }
+            // The band's first row of `a` and `dst` (by rows) or column of `b` and `dst` (by
+            // columns), and its shape.
+            let (a_at, b_at, dst_at, dims) = if by_rows {
+                (lo * a_rs, 0, lo * ld, (hi - lo, n, k))
+            } else {
+                (0, lo * b_cs, lo, (m, hi - lo, k))
+            };
+            // SAFETY: lo < len, so row lo of the m×k `a` and column lo of the k×n `b` start
+            // inside the views the caller guarantees to lie in one allocation (offset 0 is the
+            // pointer itself).
+            let (a_lo, b_lo) = unsafe { (a_ptr.at(a_at), b_ptr.at(b_at)) };
+            let a = View {
+                ptr: a_lo as *const F,
+                rs: a_rs,
+                cs: a_cs,
+            };
+            let b = View {
+                ptr: b_lo as *const F,
+                rs: b_rs,
+                cs: b_cs,
+            };
+            // SAFETY: the band's rows (or columns) lo..hi of dst, from dst + lo·ld (or dst +
+            // lo), and the matching rows of a (or columns of b) are inside the caller's views,
+            // the other operand is the caller's whole view; the bands of dst are disjoint, so
+            // no two tasks write the same element, and dst overlaps neither a nor b (caller's
+            // contract).
+            unsafe { matmul(dims, dst.at(dst_at), ld, accumulate, a, b, scale, 1) };
         });
         return;
     }
