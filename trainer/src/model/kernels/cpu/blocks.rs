@@ -10,18 +10,16 @@
 use dfdx::prelude::*;
 
 use super::math::{self, AttnShape};
-use super::{CpuFloat, Res, host, linear_grads, put_grad, take_grad};
+use super::{CpuFloat, Res, T2, host, linear_grads, put_grad, take_grad, transients};
 
 use crate::model::kernels::{AttentionContext, BlockShape, KvPair};
 use crate::model::params::{LayerParams, Linear};
 
-type T2<F, T = NoneTape> = Tensor<(usize, usize), F, Cpu, T>;
-
-/// Backward of one linear layer of the block: `dx += dy W`, and the weight (and bias)
-/// gradients in the store.
+/// Backward of one linear layer of the block (`w`: its weight's elements): `dx += dy W`, and
+/// the weight (and bias) gradients in the store.
 fn layer_grads<F: CpuFloat>(
     grads: &mut Gradients<F, Cpu>,
-    l: &Linear<F, Cpu>,
+    (l, w): (&Linear<F, Cpu>, &[F]),
     dy: &[F],
     x: &[F],
     dims: (usize, usize, usize),
@@ -30,7 +28,7 @@ fn layer_grads<F: CpuFloat>(
 where
     Cpu: Device<F>,
 {
-    linear_grads(grads, &l.weight, l.bias.as_ref(), dy, x, dims, dx)
+    linear_grads(grads, (&l.weight, w), l.bias.as_ref(), dy, x, dims, dx)
 }
 
 /// Appends the new rows of each sequence to its cached ones: `[b, past, row] ++ [b, s, row]`.
@@ -88,13 +86,20 @@ where
     let xs = host(&x);
     let ln = host(&layer.input_layernorm);
     let (h, inv) = math::rms_fwd(&xs, &ln, eps);
-    let project = |l: &Linear<F, Cpu>, width: usize| {
+    let [wq, wk, wv, wo] = transients([
+        &layer.q_proj.weight,
+        &layer.k_proj.weight,
+        &layer.v_proj.weight,
+        &layer.o_proj.weight,
+    ]);
+    let project = |l: &Linear<F, Cpu>, w: &[F], width: usize| {
         let bias = l.bias.as_ref().map(host);
-        math::linear_fwd(&h, &host(&l.weight), bias.as_deref(), None, (n, d, width))
+        math::linear_fwd(&h, w, bias.as_deref(), None, (n, d, width))
     };
-    let mut q = project(&layer.q_proj, qw);
-    let mut k = project(&layer.k_proj, kw);
-    let v = project(&layer.v_proj, kw);
+    let mut q = project(&layer.q_proj, &wq, qw);
+    let mut k = project(&layer.k_proj, &wk, kw);
+    let v = project(&layer.v_proj, &wv, kw);
+    drop((wq, wk, wv));
     math::rope_fwd(&mut q, qw, hd, &cos, &sin);
     math::rope_fwd(&mut k, kw, hd, &cos, &sin);
     let (k, v) = match past {
@@ -107,8 +112,8 @@ where
     let (a, probs) = math::attn_fwd(&q, &k, &v, sh, &ctx.mask, T::OWNS_TAPE);
     let o = &layer.o_proj;
     let bo = o.bias.as_ref().map(host);
-    let y = math::linear_fwd(&a, &host(&o.weight), bo.as_deref(), Some(xs), (n, qw, d));
-    drop((bo, ln));
+    let y = math::linear_fwd(&a, &wo, bo.as_deref(), Some(xs), (n, qw, d));
+    drop((bo, ln, wo));
     let out = dev.tensor_from_vec(y, (n, d));
     let kv_shape = (b, p + s, kv_heads, hd);
     // Without a tape nothing else needs k and v, so the cache takes them as they are.
@@ -135,8 +140,15 @@ where
         let mask = ctx.mask.clone();
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
+            let [wq, wk, wv, wo] = transients([
+                &layer.q_proj.weight,
+                &layer.k_proj.weight,
+                &layer.v_proj.weight,
+                &layer.o_proj.weight,
+            ]);
             let mut da = vec![F::zero(); n * qw];
-            layer_grads(grads, &layer.o_proj, &dy, &a, (n, qw, d), &mut da)?;
+            layer_grads(grads, (&layer.o_proj, &wo), &dy, &a, (n, qw, d), &mut da)?;
+            drop(wo);
             drop(a);
             let (mut dq, mut dk, mut dv) = (
                 vec![F::zero(); q.len()],
@@ -159,9 +171,24 @@ where
             let mut dk_pre = vec![F::zero(); dk.len()];
             math::rope_bwd(&dk, kw, hd, &cos, &sin, &mut dk_pre);
             let mut dh = vec![F::zero(); n * d];
-            layer_grads(grads, &layer.q_proj, &dq_pre, &h, (n, d, qw), &mut dh)?;
-            layer_grads(grads, &layer.k_proj, &dk_pre, &h, (n, d, kw), &mut dh)?;
-            layer_grads(grads, &layer.v_proj, &dv, &h, (n, d, kw), &mut dh)?;
+            layer_grads(
+                grads,
+                (&layer.q_proj, &wq),
+                &dq_pre,
+                &h,
+                (n, d, qw),
+                &mut dh,
+            )?;
+            layer_grads(
+                grads,
+                (&layer.k_proj, &wk),
+                &dk_pre,
+                &h,
+                (n, d, kw),
+                &mut dh,
+            )?;
+            layer_grads(grads, (&layer.v_proj, &wv), &dv, &h, (n, d, kw), &mut dh)?;
+            drop((wq, wk, wv));
             let xs = host(&x);
             let ln = host(&layer.input_layernorm);
             let mut dln = take_grad(grads, &layer.input_layernorm)?;
@@ -191,11 +218,12 @@ where
     let xs = host(&x);
     let ln = host(&layer.post_attention_layernorm);
     let (h, inv) = math::rms_fwd(&xs, &ln, eps);
-    let g = math::linear_fwd(&h, &host(&layer.gate_proj), None, None, (n, d, f));
-    let u = math::linear_fwd(&h, &host(&layer.up_proj), None, None, (n, d, f));
+    let [wg, wu, wd] = transients([&layer.gate_proj, &layer.up_proj, &layer.down_proj]);
+    let g = math::linear_fwd(&h, &wg, None, None, (n, d, f));
+    let u = math::linear_fwd(&h, &wu, None, None, (n, d, f));
     let act = math::swiglu_fwd(&g, &u);
-    let y = math::linear_fwd(&act, &host(&layer.down_proj), None, Some(xs), (n, f, d));
-    drop(ln);
+    let y = math::linear_fwd(&act, &wd, None, Some(xs), (n, f, d));
+    drop((ln, wg, wu, wd));
     let out = dev.tensor_from_vec(y, (n, d));
     if T::OWNS_TAPE {
         let out_key = out.clone();
@@ -207,15 +235,18 @@ where
         );
         tape.add_backward_op(move |grads| -> Res {
             let dy = take_grad(grads, &out_key)?;
+            let [wg, wu, wd] = transients([&gate, &up, &down]);
             let mut dact = vec![F::zero(); n * f];
-            linear_grads(grads, &down, None, &dy, &act, (n, f, d), &mut dact)?;
+            linear_grads(grads, (&down, &wd), None, &dy, &act, (n, f, d), &mut dact)?;
+            drop(wd);
             drop(act);
             let (mut dg, mut du) = (vec![F::zero(); n * f], vec![F::zero(); n * f]);
             math::swiglu_bwd(&dact, &g, &u, &mut dg, &mut du);
             drop((dact, g, u));
             let mut dh = vec![F::zero(); n * d];
-            linear_grads(grads, &gate, None, &dg, &h, (n, d, f), &mut dh)?;
-            linear_grads(grads, &up, None, &du, &h, (n, d, f), &mut dh)?;
+            linear_grads(grads, (&gate, &wg), None, &dg, &h, (n, d, f), &mut dh)?;
+            linear_grads(grads, (&up, &wu), None, &du, &h, (n, d, f), &mut dh)?;
+            drop((wg, wu));
             let xs = host(&x);
             let ln = host(&ln_key);
             let mut dln = take_grad(grads, &ln_key)?;

@@ -8,11 +8,10 @@
 use dfdx::prelude::*;
 
 use super::math::{self, AttnShape};
-use super::{CpuFloat, Res, host, linear_grads, put_grad, take_grad};
+use super::{CpuFloat, Res, T2, host, linear_grads, put_grad, take_grad, transient};
 use crate::model::kernels::AttentionMask;
 
 type T1<F, T = NoneTape> = Tensor<(usize,), F, Cpu, T>;
-type T2<F, T = NoneTape> = Tensor<(usize, usize), F, Cpu, T>;
 type T4<F, T = NoneTape> = Tensor<(usize, usize, usize, usize), F, Cpu, T>;
 
 /// `y = x Wᵀ (+ bias) (+ residual)` on `x: [n, in]`, `W: [out, in]`.
@@ -24,7 +23,7 @@ pub fn linear<F: CpuFloat, T: Tape<F, Cpu>>(
 ) -> T2<F, T> {
     let (n, k) = *x.shape();
     let m = weight.shape().0;
-    let ws = host(weight);
+    let ws = transient(weight);
     let dev = x.device().clone();
     let (x, mut tape) = x.split_tape();
     let residual = residual.map(|r| {
@@ -48,9 +47,10 @@ pub fn linear<F: CpuFloat, T: Tape<F, Cpu>>(
             if let Some(r) = &residual {
                 math::add_into(grads.get_or_alloc_mut(r)?, &dy);
             }
-            let xs = host(&x);
+            let (xs, ws) = (host(&x), transient(&w_key));
             let mut dx = take_grad(grads, &x)?;
-            linear_grads(grads, &w_key, b_key.as_ref(), &dy, &xs, (n, k, m), &mut dx)?;
+            let w = (&w_key, &*ws);
+            linear_grads(grads, w, b_key.as_ref(), &dy, &xs, (n, k, m), &mut dx)?;
             put_grad(grads, &x, dx)
         });
     }

@@ -5,8 +5,8 @@
 use dfdx::prelude::*;
 use rayon::prelude::*;
 
-use super::host;
 use super::math::{CpuFloat, cast, simd};
+use super::transient;
 use crate::model::kernels::AdamScalars;
 
 const CHUNK: usize = 1 << 16;
@@ -57,7 +57,7 @@ pub fn adamw_update<S: Shape, F: CpuFloat>(
     vs: &mut [F],
     h: &AdamScalars,
 ) {
-    let mut ps = host(p);
+    let mut ps = transient(p);
     assert!(
         ms.len() == ps.len() && vs.len() == ps.len(),
         "adamw: moment sizes"
