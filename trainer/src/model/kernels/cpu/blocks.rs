@@ -171,23 +171,14 @@ where
             let mut dk_pre = vec![F::zero(); dk.len()];
             math::rope_bwd(&dk, kw, hd, &cos, &sin, &mut dk_pre);
             let mut dh = vec![F::zero(); n * d];
-            layer_grads(
-                grads,
-                (&layer.q_proj, &wq),
-                &dq_pre,
-                &h,
-                (n, d, qw),
-                &mut dh,
-            )?;
-            layer_grads(
-                grads,
-                (&layer.k_proj, &wk),
-                &dk_pre,
-                &h,
-                (n, d, kw),
-                &mut dh,
-            )?;
-            layer_grads(grads, (&layer.v_proj, &wv), &dv, &h, (n, d, kw), &mut dh)?;
+            let inputs = [
+                (&layer.q_proj, &*wq, &*dq_pre, qw),
+                (&layer.k_proj, &*wk, &*dk_pre, kw),
+                (&layer.v_proj, &*wv, &*dv, kw),
+            ];
+            for (l, w, dy, width) in inputs {
+                layer_grads(grads, (l, w), dy, &h, (n, d, width), &mut dh)?;
+            }
             drop((wq, wk, wv));
             let xs = host(&x);
             let ln = host(&layer.input_layernorm);
