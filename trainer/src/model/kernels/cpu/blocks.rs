@@ -96,6 +96,9 @@ where
         let bias = l.bias.as_ref().map(host);
         math::linear_fwd(&h, w, bias.as_deref(), None, (n, d, width))
     };
+    // One after the other, each on every thread: q's product and k's and v's together differ
+    // in size (3:2 in base-100m), so beside each other one core would idle for longer than
+    // sharing each product costs.
     let mut q = project(&layer.q_proj, &wq, qw);
     let mut k = project(&layer.k_proj, &wk, kw);
     let v = project(&layer.v_proj, &wv, kw);
@@ -210,8 +213,11 @@ where
     let ln = host(&layer.post_attention_layernorm);
     let (h, inv) = math::rms_fwd(&xs, &ln, eps);
     let [wg, wu, wd] = transients([&layer.gate_proj, &layer.up_proj, &layer.down_proj]);
-    let g = math::linear_fwd(&h, &wg, None, None, (n, d, f));
-    let u = math::linear_fwd(&h, &wu, None, None, (n, d, f));
+    // The gate and up products are the same size: one beside the other.
+    let (g, u) = math::side_by_side(
+        |t| math::linear_fwd_on(t, &h, &wg, None, None, (n, d, f)),
+        |t| math::linear_fwd_on(t, &h, &wu, None, None, (n, d, f)),
+    );
     let act = math::swiglu_fwd(&g, &u);
     let y = math::linear_fwd(&act, &wd, None, Some(xs), (n, f, d));
     drop((ln, wg, wu, wd));

@@ -20,6 +20,7 @@ pub mod swiglu;
 pub use attention::{AttnShape, attn_bwd, attn_fwd, attn_fwd_strided};
 pub use linear::{
     FEW_COLS, FEW_ROWS, HostMatrix, few_rows_fwd, linear_bwd, linear_fwd, linear_fwd_host,
+    linear_fwd_on, side_by_side,
 };
 pub use logps::{LogpsGrads, logps_bwd, logps_fwd};
 pub use norm::{rms_bwd, rms_fwd};
