@@ -7,6 +7,7 @@
 //! cargo bench -p swerve-trainer --bench train_step -- --only tiny --steps 10
 //! cargo bench -p swerve-trainer --bench train_step -- --decode --python /tmp/refvenv/bin/python
 //! cargo bench -p swerve-trainer --bench train_step -- --ranks --steps 4
+//! cargo bench -p swerve-trainer --bench train_step -- --products --only base-100m
 //! ```
 //!
 //! A training step is what GRPO does per micro-batch: `B × S` tokens (prompt and completion, no
@@ -23,6 +24,9 @@
 //! for PyTorch). `--rounds N` alternates the two implementations N times per case and reports
 //! medians, so that a noisy machine slows both alike. Results: one JSON object per run on
 //! stderr, a Markdown table on stdout.
+//!
+//! `--products` times the linear layers' matrix products alone, on each case's shapes: two
+//! products one after the other, each split over all threads, against the two side by side.
 //!
 //! `--ranks` times `trainer sft` (the `trainer` binary, built with `mpi` for the bench) on a
 //! random model of each config with the same global batch as 1 process × `--threads` threads and
@@ -86,6 +90,11 @@ struct Args {
     /// same global batch (see the file's documentation)
     #[arg(long)]
     ranks: bool,
+    /// The linear layers' products alone on each case's shapes: two products of one shape one
+    /// after the other, each on all threads, against the two side by side (what the kernels
+    /// do for a layer's input and weight gradients, and for the gate and up products)
+    #[arg(long)]
+    products: bool,
     /// Internal: with `--case`, recompute layers in the backward pass
     #[arg(long, hide = true)]
     checkpointing: bool,
@@ -170,6 +179,9 @@ fn main() -> anyhow::Result<()> {
     }
     if args.ranks {
         return ranks_table(&args, crate_dir);
+    }
+    if args.products {
+        return products_table(&args, crate_dir);
     }
     // (case, implementation) → one result per round, in order of first appearance.
     let mut rows: Vec<(&str, String, Vec<Value>)> = Vec::new();
@@ -361,6 +373,75 @@ fn random_token(state: &mut u64, vocab: usize) -> u32 {
 }
 
 /// The median (NaN for none).
+/// The `--products` table: per linear-layer shape `rows × in → out` of each case (the
+/// decoder's four over the `B·S` rows, the LM head over the `B·C` completion rows), the GFLOP/s
+/// of two such products one after the other on all `--threads` threads and of the two side by
+/// side ([`math::side_by_side`]), medians of `max(--rounds, 5)` rounds alternating the two.
+fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
+    use swerve_trainer::model::kernels::cpu::math;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.threads)
+        .build()?;
+    println!(
+        "| case | rows × in → out | one after the other, GFLOP/s | side by side, GFLOP/s | ratio |"
+    );
+    println!("|---|---|---|---|---|");
+    for case in CASES
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
+    {
+        let config = ModelConfig::from_file(&crate_dir.join(case.config))?;
+        let (h, f) = (config.hidden_size, config.intermediate_size);
+        let (n, c) = (case.batch * case.seq, case.batch * case.completion);
+        let q = config.num_heads * config.head_dim;
+        let mut shapes = vec![
+            (n, h, f),
+            (n, f, h),
+            (n, h, q),
+            (n, q, h),
+            (c, h, config.vocab_size),
+        ];
+        shapes.dedup();
+        for (rows, k, m) in shapes {
+            let x: Vec<f32> = (0..rows * k).map(|i| (i % 97) as f32 * 1e-2).collect();
+            let w: [Vec<f32>; 2] =
+                std::array::from_fn(|j| (0..m * k).map(|i| ((i + j) % 89) as f32 * 1e-2).collect());
+            let gflop = 2.0 * 2.0 * (rows * k * m) as f64 / 1e9;
+            let product =
+                |t: usize, w: &[f32]| math::linear_fwd_on(t, &x, w, None, None, (rows, k, m));
+            let (mut shared, mut beside) = (Vec::new(), Vec::new());
+            pool.install(|| {
+                // One of each first: the outputs' pages and the packing buffers are faulted in.
+                std::hint::black_box(math::side_by_side(
+                    |t| product(t, &w[0]),
+                    |t| product(t, &w[1]),
+                ));
+                for _ in 0..args.rounds.max(5) {
+                    let start = Instant::now();
+                    std::hint::black_box((
+                        product(args.threads, &w[0]),
+                        product(args.threads, &w[1]),
+                    ));
+                    shared.push(gflop / start.elapsed().as_secs_f64());
+                    let start = Instant::now();
+                    std::hint::black_box(math::side_by_side(
+                        |t| product(t, &w[0]),
+                        |t| product(t, &w[1]),
+                    ));
+                    beside.push(gflop / start.elapsed().as_secs_f64());
+                }
+            });
+            let (shared, beside) = (median(shared), median(beside));
+            println!(
+                "| {} | {rows} × {k} → {m} | {shared:.1} | {beside:.1} | {:.2}× |",
+                case.name,
+                beside / shared
+            );
+        }
+    }
+    Ok(())
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)

@@ -142,8 +142,7 @@ pub fn linear_fwd<F: CpuFloat>(
 /// thread, where there is one. Two products of the same size run faster this way than one
 /// after the other with both cores sharing each, as far as the shared split loses: on an Intel
 /// Xeon two cores reached 253 GFLOP/s on one shared product and 304 on two independent ones;
-/// on an AVX2 AMD EPYC two gate products ran at 68.9 GFLOP/s side by side, 65.1 shared
-/// (docs/benchmarks.md).
+/// on an AVX2 AMD EPYC the two ways are level (`train_step --products`, docs/benchmarks.md).
 pub fn side_by_side<RA: Send, RB: Send>(
     a: impl FnOnce(usize) -> RA + Send,
     b: impl FnOnce(usize) -> RB + Send,
