@@ -194,10 +194,7 @@ fn main() -> anyhow::Result<()> {
     };
     // Per case: the best rate PyTorch's matrix product reaches on the model's shapes.
     let mut peaks: Vec<(&str, f64)> = Vec::new();
-    for case in CASES
-        .iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
-    {
+    for case in selected_cases(&args) {
         if let Some(python) = &args.python {
             let mut peak = torch_command(python, case, &args, crate_dir);
             peak.arg("--matmul-peak");
@@ -322,10 +319,7 @@ fn parse_pair(s: &str) -> Result<(usize, usize), String> {
 /// round; medians over rounds.
 fn decode_grid(args: &Args, exe: &Path, crate_dir: &Path) -> anyhow::Result<()> {
     let mut table = Vec::new();
-    for case in CASES
-        .iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
-    {
+    for case in selected_cases(args) {
         for (rows, tokens) in DECODE_GRID {
             let (mut ours, mut theirs) = (Vec::new(), Vec::new());
             for _ in 0..args.rounds.max(1) {
@@ -372,7 +366,6 @@ fn random_token(state: &mut u64, vocab: usize) -> u32 {
     (*state % (vocab as u64 - 2)) as u32 + 2
 }
 
-/// The median (NaN for none).
 /// The `--products` table: per linear-layer shape `rows × in → out` of each case (the
 /// decoder's four over the `B·S` rows, the LM head over the `B·C` completion rows), the GFLOP/s
 /// of two such products one after the other on all `--threads` threads and of the two side by
@@ -386,10 +379,7 @@ fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
         "| case | rows × in → out | one after the other, GFLOP/s | side by side, GFLOP/s | ratio |"
     );
     println!("|---|---|---|---|---|");
-    for case in CASES
-        .iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
-    {
+    for case in selected_cases(args) {
         let config = ModelConfig::from_file(&crate_dir.join(case.config))?;
         let (h, f) = (config.hidden_size, config.intermediate_size);
         let (n, c) = (case.batch * case.seq, case.batch * case.completion);
@@ -442,6 +432,7 @@ fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The median (NaN for none).
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -528,6 +519,13 @@ fn torch_command(python: &Path, case: &Case, args: &Args, crate_dir: &Path) -> C
         ])
         .env("OMP_NUM_THREADS", args.threads.to_string());
     torch
+}
+
+/// The cases `--only` selects (all without it).
+fn selected_cases(args: &Args) -> impl Iterator<Item = &'static Case> + '_ {
+    CASES
+        .iter()
+        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
 }
 
 fn find_case(name: &str) -> anyhow::Result<Case> {
@@ -660,10 +658,7 @@ fn memory_table(args: &Args, exe: &Path) -> anyhow::Result<()> {
         "| case | kernels | gradient checkpointing | LM head | step s | peak RSS MiB | plan MiB | plan / measured |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for case in CASES
-        .iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
-    {
+    for case in selected_cases(args) {
         let rows = case.batch * case.completion;
         let chunk = (rows / 8).max(1);
         for reference in [false, true] {
@@ -739,10 +734,7 @@ fn ranks_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
         "| case | layout | per-device batch | step s | tokens/s | all-reduced per step | all-reduce s | vs one process |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for case in CASES
-        .iter()
-        .filter(|c| args.only.as_deref().is_none_or(|o| o == c.name))
-    {
+    for case in selected_cases(args) {
         let config = ModelConfig::from_file(&crate_dir.join(case.config))?;
         let model = CausalLm::<f32, Cpu>::new(
             config.clone(),
