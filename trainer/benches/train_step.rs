@@ -26,7 +26,8 @@
 //! stderr, a Markdown table on stdout.
 //!
 //! `--products` times the linear layers' matrix products alone, on each case's shapes: two
-//! products one after the other, each split over all threads, against the two side by side.
+//! products one after the other, each split over all threads, against the two side by side,
+//! and the layer's backward (its input and weight gradients) on the same shape.
 //!
 //! `--ranks` times `trainer sft` (the `trainer` binary, built with `mpi` for the bench) on a
 //! random model of each config with the same global batch as 1 process × `--threads` threads and
@@ -92,7 +93,8 @@ struct Args {
     ranks: bool,
     /// The linear layers' products alone on each case's shapes: two products of one shape one
     /// after the other, each on all threads, against the two side by side (what the kernels
-    /// do for a layer's input and weight gradients, and for the gate and up products)
+    /// do for a layer's input and weight gradients, and for the gate and up products), and
+    /// the layer's backward on the same shape
     #[arg(long)]
     products: bool,
     /// Internal: with `--case`, recompute layers in the backward pass
@@ -376,9 +378,9 @@ fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
         .num_threads(args.threads)
         .build()?;
     println!(
-        "| case | rows × in → out | one after the other, GFLOP/s | side by side, GFLOP/s | ratio |"
+        "| case | rows × in → out | one after the other, GFLOP/s | side by side, GFLOP/s | ratio | backward, GFLOP/s |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for case in selected_cases(args) {
         let config = ModelConfig::from_file(&crate_dir.join(case.config))?;
         let (h, f) = (config.hidden_size, config.intermediate_size);
@@ -399,7 +401,11 @@ fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
             let gflop = 2.0 * 2.0 * (rows * k * m) as f64 / 1e9;
             let product =
                 |t: usize, w: &[f32]| math::linear_fwd_on(t, &x, w, None, None, (rows, k, m));
-            let (mut shared, mut beside) = (Vec::new(), Vec::new());
+            // The layer's backward (`linear_bwd`: input and weight gradients, the same
+            // arithmetic as the two forward products), into gradients it adds to.
+            let dy: Vec<f32> = (0..rows * m).map(|i| (i % 83) as f32 * 1e-2).collect();
+            let (mut dx, mut dw) = (vec![0.0f32; rows * k], vec![0.0f32; m * k]);
+            let (mut shared, mut beside, mut backward) = (Vec::new(), Vec::new(), Vec::new());
             pool.install(|| {
                 // One of each first: the outputs' pages and the packing buffers are faulted in.
                 std::hint::black_box(math::side_by_side(
@@ -419,11 +425,14 @@ fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
                         |t| product(t, &w[1]),
                     ));
                     beside.push(gflop / start.elapsed().as_secs_f64());
+                    let start = Instant::now();
+                    math::linear_bwd(&dy, &x, &w[0], (rows, k, m), &mut dx, &mut dw, None);
+                    backward.push(gflop / start.elapsed().as_secs_f64());
                 }
             });
-            let (shared, beside) = (median(shared), median(beside));
+            let (shared, beside, backward) = (median(shared), median(beside), median(backward));
             println!(
-                "| {} | {rows} × {k} → {m} | {shared:.1} | {beside:.1} | {:.2}× |",
+                "| {} | {rows} × {k} → {m} | {shared:.1} | {beside:.1} | {:.2}× | {backward:.1} |",
                 case.name,
                 beside / shared
             );
