@@ -412,6 +412,7 @@ fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
                     |t| product(t, &w[0]),
                     |t| product(t, &w[1]),
                 ));
+                math::linear_bwd(&dy, &x, &w[0], (rows, k, m), &mut dx, &mut dw, None);
                 for _ in 0..args.rounds.max(5) {
                     let start = Instant::now();
                     std::hint::black_box((
