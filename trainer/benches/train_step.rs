@@ -371,7 +371,8 @@ fn random_token(state: &mut u64, vocab: usize) -> u32 {
 /// The `--products` table: per linear-layer shape `rows × in → out` of each case (the
 /// decoder's four over the `B·S` rows, the LM head over the `B·C` completion rows), the GFLOP/s
 /// of two such products one after the other on all `--threads` threads and of the two side by
-/// side ([`math::side_by_side`]), medians of `max(--rounds, 5)` rounds alternating the two.
+/// side ([`math::side_by_side`]), and of the layer's backward ([`math::linear_bwd`]) on the
+/// same shape; medians of `max(--rounds, 5)` rounds alternating the three.
 fn products_table(args: &Args, crate_dir: &Path) -> anyhow::Result<()> {
     use swerve_trainer::model::kernels::cpu::math;
     let pool = rayon::ThreadPoolBuilder::new()

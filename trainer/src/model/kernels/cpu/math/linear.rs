@@ -140,9 +140,10 @@ pub fn linear_fwd<F: CpuFloat>(
 /// Two independent computations side by side on rayon's threads, each given its share of them
 /// (`a` half, `b` the rest; one each on two cores); one after the other, each with the one
 /// thread, where there is one. Two products of the same size run faster this way than one
-/// after the other with both cores sharing each, as far as the shared split loses: on an Intel
+/// after the other with both cores sharing each, as far as the shared split loses: on one Intel
 /// Xeon two cores reached 253 GFLOP/s on one shared product and 304 on two independent ones;
-/// on an AVX2 AMD EPYC the two ways are level (`train_step --products`, docs/benchmarks.md).
+/// on a later one of the same model side by side gained 0–13 %, and on an AVX2 AMD EPYC the
+/// two ways are level (`train_step --products`, docs/benchmarks.md).
 pub fn side_by_side<RA: Send, RB: Send>(
     a: impl FnOnce(usize) -> RA + Send,
     b: impl FnOnce(usize) -> RB + Send,
