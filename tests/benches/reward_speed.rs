@@ -82,6 +82,8 @@ fn main() {
         );
     }
     let part = |name: &str| only.is_none_or(|o| o == name);
+    // Every figure below holds for this CPU only (docs/benchmarks.md).
+    println!("CPU: {}", swerve_trainer::runtime::cpu_label());
     let host = Host::new(HostConfig::default()).expect("host");
     let swe_rl = host
         .load_reward(

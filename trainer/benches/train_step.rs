@@ -173,6 +173,8 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     let exe = std::env::current_exe().context("cannot find the benchmark binary")?;
+    // Every table's figures hold for this CPU only (docs/benchmarks.md).
+    println!("CPU: {}\n", swerve_trainer::runtime::cpu_label());
     if args.decode {
         return decode_grid(&args, &exe, crate_dir);
     }

@@ -1,5 +1,7 @@
 //! Process-wide settings that the CPU kernels need to run at full speed, applied once at the
-//! start of a program that trains or generates (the `trainer` binary, the benchmark).
+//! start of a program that trains or generates (the `trainer` binary, the benchmark), and the
+//! name of the CPU they run on, which benchmark output prints beside its figures
+//! ([`cpu_label`]).
 //!
 //! - **The allocator keeps its memory.** A training step allocates and frees buffers of
 //!   megabytes to hundreds of megabytes, hundreds of times. glibc's defaults return such
@@ -32,6 +34,44 @@ pub fn resident_bytes() -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib << 10)
+}
+
+/// The CPU this process runs on, as benchmark output names it beside its figures: the brand
+/// string, CPUID's family, model and stepping, and the widest vector instructions the CPU
+/// kernels use on it (`Intel(R) Xeon(R) Processor, family 6, model 207, stepping 2,
+/// AVX-512`). Off x86-64, the architecture alone.
+pub fn cpu_label() -> String {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = raw_cpuid::CpuId::new();
+        let brand = id
+            .get_processor_brand_string()
+            .map(|b| b.as_str().trim().to_owned())
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| "an unnamed x86-64 CPU".to_owned());
+        let vector = if std::arch::is_x86_feature_detected!("avx512f") {
+            "AVX-512"
+        } else if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+        {
+            "AVX2 and FMA"
+        } else {
+            "no AVX2"
+        };
+        match id.get_feature_info() {
+            Some(f) => format!(
+                "{brand}, family {}, model {}, stepping {}, {vector}",
+                f.family_id(),
+                f.model_id(),
+                f.stepping_id()
+            ),
+            None => format!("{brand}, {vector}"),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        std::env::consts::ARCH.to_owned()
+    }
 }
 
 /// Applies the settings above. Call it before any other thread or parallel work starts; a
@@ -69,4 +109,36 @@ pub fn init() -> Result<()> {
         let _ = BASELINE.set(rss);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The label's family, model and stepping are the kernel's, as `/proc/cpuinfo` gives them.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    fn cpu_label_names_the_family_model_and_stepping_linux_reports() {
+        let info = std::fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    (k.trim() == name).then(|| v.trim().to_owned())
+                })
+                .unwrap_or_else(|| panic!("/proc/cpuinfo has no {name:?}"))
+        };
+        let label = cpu_label();
+        let expected = format!(
+            "family {}, model {}, stepping {}",
+            field("cpu family"),
+            field("model"),
+            field("stepping")
+        );
+        assert!(label.contains(&expected), "{label:?} lacks {expected:?}");
+        assert!(
+            label.starts_with(field("model name").as_str()),
+            "{label:?} does not start with the model name"
+        );
+    }
 }
