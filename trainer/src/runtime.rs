@@ -111,12 +111,11 @@ pub fn init() -> Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
 mod tests {
     use super::*;
 
     /// The label's family, model and stepping are the kernel's, as `/proc/cpuinfo` gives them.
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     #[test]
     fn cpu_label_names_the_family_model_and_stepping_linux_reports() {
         let info = std::fs::read_to_string("/proc/cpuinfo").expect("read /proc/cpuinfo");
