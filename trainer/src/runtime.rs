@@ -49,15 +49,7 @@ pub fn cpu_label() -> String {
             .map(|b| b.as_str().trim().to_owned())
             .filter(|b| !b.is_empty())
             .unwrap_or_else(|| "an unnamed x86-64 CPU".to_owned());
-        let vector = if std::arch::is_x86_feature_detected!("avx512f") {
-            "AVX-512"
-        } else if std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            "AVX2 and FMA"
-        } else {
-            "no AVX2"
-        };
+        let vector = crate::model::kernels::cpu::math::SimdLevel::detect().name();
         match id.get_feature_info() {
             Some(f) => format!(
                 "{brand}, family {}, model {}, stepping {}, {vector}",

@@ -142,8 +142,9 @@ pub fn linear_fwd<F: CpuFloat>(
 /// thread, where there is one. Two products of the same size run faster this way than one
 /// after the other with both cores sharing each, as far as the shared split loses: on one Intel
 /// Xeon two cores reached 253 GFLOP/s on one shared product and 304 on two independent ones;
-/// on a later one of the same model side by side gained 0–13 %, and on an AVX2 AMD EPYC the
-/// two ways are level (`train_step --products`, docs/benchmarks.md).
+/// on a later one of the same model side by side gained 0–13 %; on an Intel Xeon of model 207
+/// and on an AVX2 AMD EPYC the two ways are level within the noise (`train_step --products`,
+/// docs/benchmarks.md).
 pub fn side_by_side<RA: Send, RB: Send>(
     a: impl FnOnce(usize) -> RA + Send,
     b: impl FnOnce(usize) -> RB + Send,

@@ -116,9 +116,56 @@ pub fn exp_f32(x: f32) -> f32 {
     }
 }
 
-/// Runs `f` in a function compiled for AVX-512 (or AVX2 + FMA) when the CPU has it, so that
-/// the element-wise loops `f` inlines vectorise for the machine they run on; the binary itself
-/// targets baseline x86-64. Pass an `#[inline(always)]` closure so that it is compiled inside.
+/// The compiled variant [`simd`] runs on this CPU: the widest vector instructions the
+/// element-wise kernels use here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimdLevel {
+    /// AVX-512 (F, VL, BW, DQ) with AVX2 and FMA.
+    Avx512,
+    /// AVX2 and FMA.
+    Avx2Fma,
+    /// Baseline x86-64, or another architecture.
+    Baseline,
+}
+
+impl SimdLevel {
+    /// This CPU's level (the standard library caches the CPUID checks).
+    #[inline(always)]
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+                && std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Self::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Self::Avx2Fma;
+            }
+        }
+        Self::Baseline
+    }
+
+    /// The level as benchmark output names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Avx512 => "AVX-512",
+            Self::Avx2Fma => "AVX2 and FMA",
+            Self::Baseline => "no AVX2",
+        }
+    }
+}
+
+/// Runs `f` in a function compiled for AVX-512 (or AVX2 + FMA) when the CPU has it
+/// ([`SimdLevel::detect`]), so that the element-wise loops `f` inlines vectorise for the
+/// machine they run on; the binary itself targets baseline x86-64. Pass an `#[inline(always)]`
+/// closure so that it is compiled inside.
 #[inline(always)]
 pub fn simd<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
@@ -131,20 +178,13 @@ pub fn simd<R>(f: impl FnOnce() -> R) -> R {
         fn v3<R>(f: impl FnOnce() -> R) -> R {
             f()
         }
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-            && std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU has every feature v4 is compiled for (checked just above).
-            return unsafe { v4(f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        match SimdLevel::detect() {
+            // SAFETY: the CPU has every feature v4 is compiled for (SimdLevel::detect checked
+            // each).
+            SimdLevel::Avx512 => return unsafe { v4(f) },
             // SAFETY: as above, for v3's features.
-            return unsafe { v3(f) };
+            SimdLevel::Avx2Fma => return unsafe { v3(f) },
+            SimdLevel::Baseline => {}
         }
     }
     f()
