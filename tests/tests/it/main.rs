@@ -4,3 +4,4 @@
 mod curated_tasks;
 mod executable_tasks;
 mod swe_rl_plugin;
+mod tidy;
