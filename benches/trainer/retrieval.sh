@@ -7,14 +7,13 @@
 #   benches/trainer/retrieval.sh     (env: TRAINER=target/release/trainer
 #                                          CURATE=target/release/curate
 #                                          MODEL=trainer/fixtures/tiny-qwen2
-#                                          FIXTURE=../shared/data/curation/make_fixture.py
 #                                          MAX_NEW_TOKENS=256 BUDGET=4096 FORMAT=bare
 #                                          COPIES=4 ROUNDS=3)
 #
 # Two row sets, made under a scratch folder: swerve-mini's 13 rows (mirrors cloned from the
-# dataset's bundles) and the tasks `curate run` makes from the shared development fixture (its
-# generator's bare mirrors and GH Archive hours), both with code_context removed. Needs git, jq,
-# python3 (for the fixture generator; the set is skipped when the generator is absent).
+# dataset's bundles) and the tasks `curate run` makes from the curation corpus the project writes
+# itself (`cargo run -p swerve-tests --example curation-corpus`: its bare mirrors and GH Archive
+# hours), both with code_context removed. Needs git, jq and cargo.
 # Each set is repeated COPIES times (instance ids suffixed `-copyK`), so that a run lasts long
 # enough to time; recall and tokens are those of the distinct rows. Each command runs ROUNDS
 # times; wall time is the median. Prints one Markdown row per set and retriever.
@@ -23,7 +22,6 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 trainer="${TRAINER:-$root/target/release/trainer}"
 curate="${CURATE:-$root/target/release/curate}"
 model="${MODEL:-$root/trainer/fixtures/tiny-qwen2}"
-fixture="${FIXTURE:-$root/../shared/data/curation/make_fixture.py}"
 max_new="${MAX_NEW_TOKENS:-256}"
 budget="${BUDGET:-4096}"
 format="${FORMAT:-bare}"
@@ -32,7 +30,7 @@ rounds="${ROUNDS:-3}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-sets=(mini)
+sets=(mini curated)
 mkdir -p "$work/mini/repos/swerve"
 for name in inicfg spans textkit; do
     git -c init.defaultBranch=main clone -q --mirror "$root/harness/datasets/swerve-mini/repos/$name.bundle" \
@@ -45,17 +43,13 @@ strip() {
 }
 strip "$root/harness/datasets/swerve-mini/swerve-mini.jsonl" >"$work/mini/rows.jsonl"
 
-if [[ -f "$fixture" ]]; then
-    python3 "$fixture" "$work/gen" >/dev/null 2>&1
-    "$curate" run --events "$work/gen/events" --repos "$work/gen/repos" \
-        --output "$work/gen/out" >/dev/null 2>&1
-    mkdir -p "$work/curated"
-    ln -s "$work/gen/repos" "$work/curated/repos"
-    strip "$work/gen/out/tasks.jsonl" >"$work/curated/rows.jsonl"
-    sets+=(curated)
-else
-    echo "skipped: no fixture generator at $fixture" >&2
-fi
+cargo run --quiet --manifest-path "$root/Cargo.toml" -p swerve-tests --example curation-corpus -- \
+    "$work/gen" >/dev/null
+"$curate" run --events "$work/gen/events" --repos "$work/gen/repos" \
+    --output "$work/gen/out" >/dev/null 2>&1
+mkdir -p "$work/curated"
+ln -s "$work/gen/repos" "$work/curated/repos"
+strip "$work/gen/out/tasks.jsonl" >"$work/curated/rows.jsonl"
 
 echo "| rows | retriever | n | recall@1 | recall@5 | prompt tokens (mean) | localisation prompt tokens (mean) | fell back to BM25 | wall s | rows/min |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
