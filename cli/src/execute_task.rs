@@ -4,27 +4,28 @@
 //! same definition the task parses.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Serialize;
 
-/// The default limit for one execution's eval script (an execution reward's patch run), in
-/// `trainer grpo --execute-timeout` and the harness's executor alike. `harness run`'s own
-/// default is SWE-bench's 1800 s.
-pub const DEFAULT_EXECUTE_TIMEOUT: Duration = Duration::from_secs(300);
+use crate::{MaxWorkers, Timeout};
 
-/// `execute-task`'s flags. Every one is given by the submitter, so none has a default.
+/// The defaults of `execute-task`'s shared flags: the submitter always writes both.
+const EXECUTE_TIMEOUT_SECS: u64 = crate::DEFAULT_EXECUTE_TIMEOUT.as_secs();
+
+/// `execute-task`'s flags, given by the submitter.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Args, Serialize)]
 pub struct ExecuteTaskArgs {
     /// The harness dataset (`swerve-mini`, or a rows file or folder)
     #[arg(long)]
     pub dataset: String,
-    /// Containers at once in this task
-    #[arg(long, value_parser = crate::count)]
-    pub workers: usize,
-    /// Seconds for one eval script
-    #[arg(long)]
-    pub timeout: u64,
+    /// Containers at once in this task.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub workers: MaxWorkers<2>,
+    /// The limit of one eval script.
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub timeout: Timeout<EXECUTE_TIMEOUT_SECS>,
     /// Where each execution's log files go
     #[arg(long)]
     pub work_dir: PathBuf,
@@ -53,8 +54,8 @@ mod tests {
     fn a_task_parses_what_the_submitter_wrote() {
         let args = ExecuteTaskArgs {
             dataset: "/data/rows dir/instances.jsonl".into(),
-            workers: 2,
-            timeout: 300,
+            workers: MaxWorkers { max_workers: 3 },
+            timeout: Timeout { seconds: 300 },
             work_dir: "/shared/out/executions".into(),
         };
         let argv = args.to_args();
@@ -64,7 +65,7 @@ mod tests {
             args
         );
         assert!(
-            crate::argv::parse::<ExecuteTaskArgs>(&["--workers".into(), "0".into()]).is_err(),
+            crate::argv::parse::<ExecuteTaskArgs>(&["--max-workers".into(), "0".into()]).is_err(),
             "a count refuses 0"
         );
     }

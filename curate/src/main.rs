@@ -59,14 +59,13 @@ struct RunArgs {
     /// Also write tasks.parquet (the rows of tasks.jsonl).
     #[arg(long)]
     parquet: bool,
-    /// Worker threads (default: one per core).
-    #[arg(long, value_parser = swerve_cli::count)]
-    jobs: Option<usize>,
+    #[command(flatten)]
+    jobs: swerve_cli::Jobs,
     /// TOML settings (thresholds, exclusions, window); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Process only shard K of N (0-based), by a hash of the repository name.
-    #[arg(long, value_name = "K/N")]
+    #[arg(long, value_name = "K/N", conflicts_with = "executor")]
     shard: Option<String>,
     /// Keep PRs whose last event is on or after this date (YYYY-MM-DD).
     #[arg(long)]
@@ -90,17 +89,11 @@ struct RunArgs {
     /// The model name to send to --relevant-endpoint.
     #[arg(long, requires = "relevant_endpoint")]
     relevant_model: Option<String>,
-    /// Where the work runs: this process, or a Slurm cluster (one job array whose task K runs
-    /// shard K/N of this command on its node, then a merge here; the output folder, the events
-    /// and the mirrors must be on a file system every node shares).
-    #[arg(long, value_enum, default_value = "local", conflicts_with = "shard")]
-    executor: Executor,
-    /// An argument for `sbatch` (repeatable), e.g. `--slurm-arg=--partition=cpu`.
-    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
-    slurm_args: Vec<String>,
-    /// Array tasks (shards) of a Slurm run.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = swerve_cli::count)]
-    slurm_tasks: usize,
+    /// Where the work runs: on Slurm, array task K runs shard K/N of this command on its node,
+    /// then the shards are merged here (the output folder, the events and the mirrors must be
+    /// shared).
+    #[command(flatten)]
+    placement: swerve_cli::PlacementArgs,
 }
 
 #[derive(clap::Args)]
@@ -115,16 +108,16 @@ struct ValidateArgs {
     /// Output folder (a rerun resumes from its validate_state.jsonl).
     #[arg(long)]
     output: PathBuf,
-    /// Containers at once.
-    #[arg(long, default_value_t = 2, value_parser = swerve_cli::count)]
-    jobs: usize,
+    /// Containers at once (on Slurm: in each array task).
+    #[command(flatten)]
+    max_workers: swerve_cli::MaxWorkers<2>,
     /// Runs of each side (before and after the fix); a test whose status differs between runs
     /// is flaky.
     #[arg(long, default_value_t = 2, value_parser = swerve_cli::count)]
     runs: usize,
-    /// Limit for one run's tests, in seconds.
-    #[arg(long, default_value_t = 1800, value_parser = swerve_cli::count)]
-    timeout: usize,
+    /// The limit of one run's tests.
+    #[command(flatten)]
+    timeout: swerve_cli::Timeout<1800>,
     /// OpenAI-compatible API base URL of a model asked for an environment recipe where the
     /// repository's files give none or its install failed (at most 3 answers a task, each shown
     /// the failing log); needs --setup-model.
@@ -137,26 +130,10 @@ struct ValidateArgs {
     /// (`swebench dataset check` accepts it)
     #[arg(long)]
     task_repo: bool,
-    /// Where the containers run: this machine's engine, or a Slurm cluster (one job array whose
-    /// tasks validate their share on their nodes' engines; the tasks file, the mirrors and the
-    /// output folder must be on a file system every node shares).
-    #[arg(long, value_enum, default_value = "local")]
-    executor: Executor,
-    /// An argument for `sbatch` (repeatable), e.g. `--slurm-arg=--partition=cpu`.
-    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
-    slurm_args: Vec<String>,
-    /// Array tasks for --executor slurm, at most.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = swerve_cli::count)]
-    slurm_tasks: usize,
-}
-
-/// Where `curate run` does its work.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Executor {
-    /// This process, with --jobs threads.
-    Local,
-    /// A Slurm job array of --slurm-tasks shards, merged here.
-    Slurm,
+    /// Where the containers run: on Slurm, the array's tasks validate their share on their
+    /// nodes' engines (the tasks file, the mirrors and the output folder must be shared).
+    #[command(flatten)]
+    placement: swerve_cli::PlacementArgs,
 }
 
 impl RunArgs {
@@ -165,7 +142,7 @@ impl RunArgs {
             Some(path) => Config::from_file(path)?,
             None => Config::default(),
         };
-        if let Some(jobs) = self.jobs {
+        if let Some(jobs) = self.jobs.jobs {
             config.jobs = jobs;
         }
         if let Some(shard) = &self.shard {
@@ -202,16 +179,8 @@ impl RunArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.verbosity.init_logging();
-    swerve_cli::finish(run(cli), |error| {
-        error.chain().find_map(|cause| {
-            matches!(
-                cause.downcast_ref(),
-                Some(swerve_slurm::SlurmError::Cancelled { .. })
-            )
-            .then_some(Exit::Interrupted)
-        })
-    })
+    swerve_cli::start(&cli.verbosity);
+    swerve_cli::finish(run(cli))
 }
 
 /// The run's stages drawn on stderr, one [`swerve_cli::Progress`] per stage.
@@ -258,25 +227,16 @@ impl swerve_curate::progress::Progress for Stages {
     }
 }
 
-/// This command, placed on Slurm in at most `tasks` array tasks from the current folder.
-fn placement(sbatch_args: &[String], tasks: usize) -> anyhow::Result<swerve_slurm::Placement> {
-    Ok(swerve_slurm::Placement {
-        sbatch_args: sbatch_args.to_vec(),
-        tasks,
-        command: swerve_slurm::this_command()?,
-        chdir: std::env::current_dir().context("the current folder")?,
-    })
-}
-
 /// Where task `index` of a Slurm run writes its shard.
 fn shard_dir(output: &std::path::Path, index: usize) -> PathBuf {
     output.join(".slurm").join(format!("shard-{index}"))
 }
 
 /// `curate run --executor slurm`: one array task per shard (each runs this command), followed
-/// until every task ended, then the shards merged into `output` as one process writes it.
-fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funnel> {
-    let placement = placement(&args.slurm_args, args.slurm_tasks)?;
+/// until every task ended, then the shards merged into `output` as one process writes it; `None`
+/// when a shard was lost (nothing is merged: exit 3, a rerun redoes the run).
+fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<Option<swerve_curate::Funnel>> {
+    let placement = args.placement.placement()?;
     placement.check()?;
     let round = output.dir.join(".slurm");
     // Shards of an earlier attempt are redone: a shard is one task's whole output.
@@ -284,7 +244,7 @@ fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funn
     let spec = placement.array(
         "swerve-curate",
         round.clone(),
-        vec![String::new(); args.slurm_tasks],
+        vec![String::new(); args.placement.slurm_tasks],
     );
     let end = swerve_slurm::run_array(
         &spec,
@@ -296,10 +256,19 @@ fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funn
             swerve_slurm::ArrayEvent::Line { line, .. } => eprintln!("{line}"),
         },
     )?;
-    // A shard is one task's whole output: the merge needs every one.
+    // A shard is one task's whole output: the merge needs every one. The shards that finished
+    // stay in the round folder; a rerun redoes the run.
     if !end.lost.is_empty() {
-        let lost: Vec<String> = end.lost.iter().map(ToString::to_string).collect();
-        anyhow::bail!("{}", lost.join("\n"));
+        for lost in &end.lost {
+            eprintln!("{lost}");
+        }
+        eprintln!(
+            "{} of {} shards were lost: nothing was merged into {}; rerun the same command",
+            end.lost.len(),
+            end.tasks,
+            output.dir.display()
+        );
+        return Ok(None);
     }
     let shards: Vec<PathBuf> = (0..end.tasks)
         .map(|index| shard_dir(&output.dir, index))
@@ -307,7 +276,7 @@ fn submit(args: &RunArgs, output: &Output) -> anyhow::Result<swerve_curate::Funn
     let funnel = swerve_curate::merge::merge(&shards, output)
         .with_context(|| format!("curate merge into {}", output.dir.display()))?;
     fs_err::remove_dir_all(&round)?;
-    Ok(funnel)
+    Ok(Some(funnel))
 }
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
@@ -326,7 +295,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
                 verbosity: cli.verbosity,
                 current: Mutex::new(None),
             };
-            if args.executor == Executor::Slurm {
+            args.placement.check_local()?;
+            if args.placement.on_slurm() {
                 match swerve_slurm::Task::from_env()? {
                     // An array task: its shard of the run, into the round folder.
                     Some(task) => {
@@ -348,7 +318,10 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
                         }
                         return Ok(Exit::Success);
                     }
-                    None => submit(&args, &output)?,
+                    None => match submit(&args, &output)? {
+                        Some(funnel) => funnel,
+                        None => return Ok(Exit::Incomplete),
+                    },
                 }
             } else {
                 swerve_curate::run(&inputs, &config, &output, &stages)
@@ -382,9 +355,9 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         tasks: args.tasks.clone(),
         repos: args.repos.clone(),
         output: args.output.clone(),
-        jobs: args.jobs,
+        jobs: args.max_workers.get(),
         runs: args.runs,
-        timeout: std::time::Duration::from_secs(args.timeout as u64),
+        timeout: args.timeout.get(),
         setup: args
             .setup_endpoint
             .as_deref()
@@ -409,19 +382,18 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         }
     };
     let context = || format!("curate validate into {}", args.output.display());
-    let funnel = match args.executor {
-        Executor::Local => swerve_curate::validate::validate(&config, evaluator, &progress)
-            .with_context(context)?,
-        Executor::Slurm => {
-            use swerve_curate::validate::cluster;
-            // An array task: its share of the tasks, into the round folder.
-            if let Some(task) = swerve_slurm::Task::from_env()? {
-                cluster::serve_task(&config, &task, &evaluator, &progress).with_context(context)?;
-                return Ok(Exit::Success);
-            }
-            let placement = placement(&args.slurm_args, args.slurm_tasks)?;
-            cluster::submit(&config, &placement, &progress).with_context(context)?
+    args.placement.check_local()?;
+    let funnel = if args.placement.on_slurm() {
+        use swerve_curate::validate::cluster;
+        // An array task: its share of the tasks, into the round folder.
+        if let Some(task) = swerve_slurm::Task::from_env()? {
+            cluster::serve_task(&config, &task, &evaluator, &progress).with_context(context)?;
+            return Ok(Exit::Success);
         }
+        let placement = args.placement.placement()?;
+        cluster::submit(&config, &placement, &progress).with_context(context)?
+    } else {
+        swerve_curate::validate::validate(&config, evaluator, &progress).with_context(context)?
     };
     if !quiet {
         eprintln!("{}", funnel.summary());

@@ -62,8 +62,8 @@ fn main() -> anyhow::Result<()> {
 
         let task = ExecuteTaskArgs {
             dataset: "swerve-mini".into(),
-            workers: 1,
-            timeout: 300,
+            workers: swerve_cli::MaxWorkers { max_workers: 1 },
+            timeout: swerve_cli::Timeout { seconds: 300 },
             work_dir: work.path().join(format!("remote-{round}")),
         };
         let mut command = vec![harness.display().to_string()];
@@ -85,7 +85,7 @@ fn main() -> anyhow::Result<()> {
             "round {round}: local {:.2} s, slurm {:.2} s ({} resolved, results identical)",
             local_s[round],
             slurm_s[round],
-            here.iter().filter(|e| e.resolved).count()
+            here.iter().filter(|e| e.resolved()).count()
         );
     }
     let median = |v: &mut Vec<f64>| {

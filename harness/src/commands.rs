@@ -93,15 +93,6 @@ pub enum NetworkArg {
     Bridge,
 }
 
-/// Where a run's instances execute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ExecutorArg {
-    /// This machine's Docker engine.
-    Local,
-    /// A Slurm cluster: one job array, each task on its node's engine (docs/cluster.md).
-    Slurm,
-}
-
 /// `harness run`.
 #[derive(Args)]
 pub struct RunArgs {
@@ -110,17 +101,12 @@ pub struct RunArgs {
     /// Predictions (.jsonl, .json list or dict), or `gold`.
     #[arg(short = 'p', long, alias = "predictions_path")]
     predictions: String,
-    /// Instances evaluated at once; 0 or less runs them one by one.
-    #[arg(
-        long,
-        alias = "max_workers",
-        default_value_t = 4,
-        allow_negative_numbers = true
-    )]
-    max_workers: i64,
-    /// Seconds for one instance's eval script.
-    #[arg(short = 't', long, default_value_t = 1800)]
-    timeout: u64,
+    /// Instances evaluated at once (on Slurm: in each array task).
+    #[command(flatten)]
+    max_workers: swerve_cli::MaxWorkers<4>,
+    /// The limit of one instance's eval script (SWE-bench's default).
+    #[command(flatten)]
+    timeout: swerve_cli::Timeout<1800>,
     #[command(flatten)]
     files: RunFiles,
     /// Hardened (default), strict (hardened, and tamper signals unresolve) or
@@ -136,17 +122,9 @@ pub struct RunArgs {
     /// Do not write the run's HTML page (`<model>.<run_id>.html` beside the run report).
     #[arg(long)]
     no_html: bool,
-    /// Where the instances run: this machine's engine, or a Slurm cluster (one job array whose
-    /// tasks run this binary on their nodes; the log folder must be shared).
-    #[arg(long, value_enum, default_value = "local")]
-    executor: ExecutorArg,
-    /// An argument for `sbatch` (repeatable), e.g. `--slurm-arg=--partition=gpu`
-    /// `--slurm-arg=--time=4:00:00`.
-    #[arg(long = "slurm-arg", value_name = "ARG", allow_hyphen_values = true)]
-    slurm_args: Vec<String>,
-    /// Array tasks of a Slurm run, at most (each runs up to --max-workers containers).
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = swerve_cli::count)]
-    slurm_tasks: usize,
+    /// Where the instances run (on Slurm the log folder must be shared).
+    #[command(flatten)]
+    placement: swerve_cli::PlacementArgs,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -207,8 +185,8 @@ pub struct ImagesBuildArgs {
     #[command(flatten)]
     dataset: DatasetArgs,
     /// Images built at once.
-    #[arg(long, alias = "max_workers", default_value_t = 2, value_parser = swerve_cli::count)]
-    max_workers: usize,
+    #[command(flatten)]
+    max_workers: swerve_cli::MaxWorkers<2>,
 }
 
 /// `harness dataset ...`.
@@ -311,6 +289,7 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     if args.files.run_id.is_empty() {
         bail!("--run-id must be non-empty");
     }
+    args.placement.check_local()?;
     let source = args.dataset.resolve()?;
     let predictions = load_predictions(&args.predictions, &source)?;
     let limits = Limits {
@@ -325,8 +304,8 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
         source,
         instance_ids: args.dataset.instance_ids.clone(),
         predictions,
-        max_workers: usize::try_from(args.max_workers).unwrap_or(1).max(1),
-        timeout: Duration::from_secs(args.timeout),
+        max_workers: args.max_workers.get(),
+        timeout: args.timeout.get(),
         log_root: args.files.log_dir.clone(),
         report_dir: args.files.report_dir.clone(),
         mode: match args.mode {
@@ -346,22 +325,16 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
         resolved: AtomicUsize::new(0),
     };
     let split = &args.dataset.split;
-    let summary = match args.executor {
-        ExecutorArg::Local => runtime()?.block_on(run::run(&config, split, plugin, &progress))?,
-        ExecutorArg::Slurm => {
-            // This process is one of the array's tasks: evaluate its instances and stop.
-            if let Some(task) = swerve_slurm::Task::from_env()? {
-                runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
-                return Ok(Exit::Success);
-            }
-            let options = swerve_slurm::Placement {
-                sbatch_args: args.slurm_args.clone(),
-                tasks: args.slurm_tasks,
-                command: swerve_slurm::this_command()?,
-                chdir: std::env::current_dir().context("the current folder")?,
-            };
-            runtime()?.block_on(cluster::submit(&config, split, &progress, &options))?
+    let summary = if args.placement.on_slurm() {
+        // This process is one of the array's tasks: evaluate its instances and stop.
+        if let Some(task) = swerve_slurm::Task::from_env()? {
+            runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
+            return Ok(Exit::Success);
         }
+        let options = args.placement.placement()?;
+        runtime()?.block_on(cluster::submit(&config, split, &progress, &options))?
+    } else {
+        runtime()?.block_on(run::run(&config, split, plugin, &progress))?
     };
     progress.progress.clear();
     if !args.no_html {
@@ -455,7 +428,7 @@ pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
             .collect::<Result<Vec<_>, _>>()?;
         let results: Vec<_> = futures_util::stream::iter(recipes.iter())
             .map(|r| images::build(&sandbox, r))
-            .buffer_unordered(args.max_workers)
+            .buffer_unordered(args.max_workers.get())
             .collect()
             .await;
         for timings in results {

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use swerve_cli::{Exit, Progress, Verbosity};
-use swerve_harness::run::RunError;
 use swerve_harness::{scaffold, scoring};
 use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, PluginSpec, ScorerConfig};
 use swerve_swebench::{grading, report};
@@ -67,9 +66,8 @@ struct RewardArgs {
     /// Where to write the results (default: stdout).
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 'j', value_parser = swerve_cli::count)]
-    jobs: Option<usize>,
+    #[command(flatten)]
+    jobs: swerve_cli::Jobs,
     /// Samples per plugin store.
     #[arg(long, default_value_t = 16, value_parser = swerve_cli::count)]
     batch_size: usize,
@@ -147,16 +145,8 @@ struct GradeArgs {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cli.verbosity.init_logging();
-    swerve_cli::finish(run(cli), |error| {
-        error
-            .chain()
-            .find_map(|cause| match cause.downcast_ref::<RunError>() {
-                Some(RunError::Cancelled { .. }) => Some(Exit::Interrupted),
-                Some(RunError::Terminated) => Some(Exit::Terminated),
-                _ => None,
-            })
-    })
+    swerve_cli::start(&cli.verbosity);
+    swerve_cli::finish(run(cli))
 }
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {
@@ -190,8 +180,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
                 &Default::default(),
             )?;
             let config = swerve_harness::run::execute::ExecuteConfig {
-                workers: args.workers,
-                timeout: std::time::Duration::from_secs(args.timeout),
+                workers: args.workers.get(),
+                timeout: args.timeout.get(),
                 work_dir: args.work_dir,
                 ..Default::default()
             };
@@ -218,18 +208,19 @@ fn host(cache: &CacheArgs) -> anyhow::Result<Host> {
     })?)
 }
 
-fn parse_fallbacks(args: &[String]) -> anyhow::Result<Fallbacks> {
+fn parse_fallbacks(args: &[String]) -> Result<Fallbacks, swerve_cli::UsageError> {
+    let usage = |arg: &str, reason: String| swerve_cli::UsageError::new("--fallback", arg, reason);
     let mut fallbacks = Fallbacks::default();
     for arg in args {
         let (class, value) = arg
             .split_once('=')
-            .with_context(|| format!("--fallback {arg}: expected CLASS=REWARD"))?;
+            .ok_or_else(|| usage(arg, "expected CLASS=REWARD".to_owned()))?;
         let Some(class) = FailureClass::parse(class) else {
             let names: Vec<&str> = FailureClass::ALL.iter().map(|c| c.as_str()).collect();
-            bail!(
-                "--fallback {arg}: unknown class `{class}` (one of {})",
-                names.join(", ")
-            );
+            return Err(usage(
+                arg,
+                format!("unknown class `{class}` (one of {})", names.join(", ")),
+            ));
         };
         let reward = match value {
             "none" | "null" => None,
@@ -237,8 +228,8 @@ fn parse_fallbacks(args: &[String]) -> anyhow::Result<Fallbacks> {
                 v.parse::<f64>()
                     .ok()
                     .filter(|r| r.is_finite())
-                    .with_context(|| {
-                        format!("--fallback {arg}: `{v}` is not a finite number (or `none`)")
+                    .ok_or_else(|| {
+                        usage(arg, format!("`{v}` is not a finite number (or `none`)"))
                     })?,
             ),
         };
@@ -251,7 +242,10 @@ fn reward(args: RewardArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     let scorer = ScorerConfig {
         // The default (one per CPU) only when asked for: finding the CPU count reads the
         // cgroup's quota files, a noticeable part of a small run's start.
-        jobs: args.jobs.unwrap_or_else(|| ScorerConfig::default().jobs),
+        jobs: args
+            .jobs
+            .jobs
+            .unwrap_or_else(|| ScorerConfig::default().jobs),
         batch_size: args.batch_size,
         isolation: if args.strict {
             Isolation::Strict

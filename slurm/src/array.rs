@@ -4,8 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{ArraySpec, SlurmError, slurm, stderr_of};
@@ -107,14 +105,22 @@ pub fn run_array(
         job: &job.id,
         tasks: job.tasks,
     });
-    let flag = interrupted();
-    FOLLOWING.store(true, Ordering::SeqCst);
-    let end = job.follow(flag, poll, &mut |task, line| {
+    // While the array is followed, the first signal cancels it instead of ending the process.
+    if let Err(e) = swerve_interrupt::install() {
+        tracing::warn!(error = %e, "an interrupted run will not cancel its array");
+    }
+    let cooperation = swerve_interrupt::cooperate();
+    let end = job.follow(poll, &mut |task, line| {
         on_event(ArrayEvent::Line { task, line })
     });
-    FOLLOWING.store(false, Ordering::SeqCst);
+    drop(cooperation);
     let status = match end? {
-        Followed::Cancelled => return Err(SlurmError::Cancelled { job: job.id }),
+        Followed::Cancelled(signal) => {
+            return Err(SlurmError::Cancelled {
+                job: job.id,
+                source: swerve_interrupt::Interrupted { signal },
+            });
+        }
         Followed::Finished(status) => status,
     };
     let lost = (0..job.tasks)
@@ -218,32 +224,9 @@ impl ArrayStatus {
 enum Followed {
     /// Every task ended; their last states.
     Finished(ArrayStatus),
-    /// The submitting process was interrupted; the array was cancelled and has ended (or did
-    /// not within [`CANCEL_WAIT`]).
-    Cancelled,
-}
-
-/// Whether an array is being followed now: an interrupt then cancels it first.
-static FOLLOWING: AtomicBool = AtomicBool::new(false);
-
-/// Set by the first Ctrl-C or SIGTERM while an array is followed. Outside [`run_array`] (a
-/// trainer between two batches) an interrupt ends the process at once with status 130, as
-/// without the handler.
-fn interrupted() -> &'static AtomicBool {
-    static FLAG: OnceLock<&'static AtomicBool> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-        let installed = ctrlc::set_handler(|| {
-            // A second interrupt does not wait for the cancellation.
-            if !FOLLOWING.load(Ordering::SeqCst) || INTERRUPTED.swap(true, Ordering::SeqCst) {
-                std::process::exit(130);
-            }
-        });
-        if let Err(e) = installed {
-            tracing::warn!(error = %e, "cannot catch Ctrl-C: an interrupted run will not cancel its array");
-        }
-        &INTERRUPTED
-    })
+    /// The submitting process received this signal; the array was cancelled and has ended (or
+    /// did not within [`CANCEL_WAIT`]).
+    Cancelled(swerve_interrupt::Signal),
 }
 
 impl ArrayJob {
@@ -315,11 +298,10 @@ impl ArrayJob {
     }
 
     /// Follows the array until every task ended, handing new progress lines to `on_line` every
-    /// `poll`. `flag` set (an interrupt) cancels the array and waits (up to [`CANCEL_WAIT`])
-    /// until Slurm reports every task ended.
+    /// `poll`. A signal of this process (see [`swerve_interrupt::received`]) cancels the array
+    /// and waits (up to [`CANCEL_WAIT`]) until Slurm reports every task ended.
     fn follow(
         &mut self,
-        flag: &AtomicBool,
         poll: Duration,
         on_line: &mut dyn FnMut(usize, &str),
     ) -> Result<Followed, SlurmError> {
@@ -330,14 +312,14 @@ impl ArrayJob {
             Ok(())
         };
         loop {
-            if flag.load(Ordering::SeqCst) {
+            if let Some(signal) = swerve_interrupt::received() {
                 self.cancel()?;
                 let deadline = Instant::now() + CANCEL_WAIT;
                 loop {
                     let status = self.status()?;
                     deliver(self)?;
                     if status.finished(self.tasks) || Instant::now() > deadline {
-                        return Ok(Followed::Cancelled);
+                        return Ok(Followed::Cancelled(signal));
                     }
                     std::thread::sleep(Duration::from_millis(200));
                 }
@@ -351,7 +333,7 @@ impl ArrayJob {
             }
             // Sleep in short steps so that an interrupt is seen at once.
             let until = Instant::now() + poll;
-            while Instant::now() < until && !flag.load(Ordering::SeqCst) {
+            while Instant::now() < until && swerve_interrupt::received().is_none() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }

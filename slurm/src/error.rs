@@ -65,10 +65,13 @@ pub enum SlurmError {
     #[error("cannot find the path of this binary, which the array tasks run")]
     CurrentExe(#[source] std::io::Error),
     /// The submitting process was interrupted (Ctrl-C, SIGTERM): the array was cancelled.
-    #[error("interrupted: cancelled Slurm job {job}")]
+    #[error("cancelled Slurm job {job}")]
     Cancelled {
         /// The array's job id.
         job: String,
+        /// The signal.
+        #[source]
+        source: swerve_interrupt::Interrupted,
     },
 }
 

@@ -64,9 +64,14 @@ impl Task {
         self.dir.join(format!("task-{}.{kind}", self.index))
     }
 
+    /// The file holding the input the submitter wrote for this task.
+    pub fn input_path(&self) -> PathBuf {
+        self.file("input")
+    }
+
     /// The input text the submitter wrote for this task.
     pub fn input(&self) -> Result<String, SlurmError> {
-        let path = self.file("input");
+        let path = self.input_path();
         std::fs::read_to_string(&path).map_err(SlurmError::round("read", path))
     }
 
@@ -94,15 +99,25 @@ impl Task {
 }
 
 /// For an array task: on SIGTERM (`scancel`, a time limit) or SIGINT, run `cleanup` (remove the
-/// task's containers) and exit with status 143. Replaces the default handlers; call once, and
-/// not in a process that follows an array.
-pub fn on_terminate(cleanup: impl Fn() + Send + 'static) {
-    let installed = ctrlc::set_handler(move || {
-        cleanup();
-        std::process::exit(143);
-    });
-    if let Err(e) = installed {
-        tracing::warn!(error = %e, "cannot catch SIGTERM: a stopped task may leave containers");
+/// task's containers) and exit with the signal's status (143, 130). Call once, and not in a
+/// process that follows an array.
+pub fn on_terminate(cleanup: impl FnOnce() + Send + 'static) {
+    if let Err(e) = swerve_interrupt::install() {
+        tracing::warn!(error = %e, "a stopped task may leave containers");
+        return;
+    }
+    // The cooperation lives as long as the process: the first signal waits for the cleanup.
+    let cooperation = swerve_interrupt::cooperate();
+    let spawned = std::thread::Builder::new()
+        .name("swerve-task-cleanup".to_owned())
+        .spawn(move || {
+            let _cooperation = cooperation;
+            let signal = swerve_interrupt::wait();
+            cleanup();
+            std::process::exit(i32::from(signal.exit_code()));
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot watch for SIGTERM: a stopped task may leave containers");
     }
 }
 

@@ -49,10 +49,14 @@ pub fn run(bin: &Path, args: &[&str], dir: &Path) -> String {
         .current_dir(dir)
         .output()
         .expect("run the binary");
-    let name = name(bin);
+    transcript(&format!("$ {} {}", name(bin), args.join(" ")), &output)
+}
+
+/// A command line as the user typed it, then its exit status, standard output (when there is
+/// any) and standard error.
+fn transcript(typed: &str, output: &std::process::Output) -> String {
     let mut out = format!(
-        "$ {name} {}\nexit {}\n",
-        args.join(" "),
+        "{typed}\nexit {}\n",
         output
             .status
             .code()
@@ -67,6 +71,55 @@ pub fn run(bin: &Path, args: &[&str], dir: &Path) -> String {
         String::from_utf8_lossy(&output.stderr)
     ));
     out
+}
+
+/// Runs `bin args` in `dir` with its standard input an open pipe (a command reading it waits),
+/// sends it `signal` (`"INT"`, `"TERM"`) once it catches that signal, and writes what a user
+/// sees, as [`run`] does. Waiting on the process's caught-signal mask (`SigCgt` in
+/// `/proc/PID/status`) rather than on a delay makes it deterministic: the signal arrives after
+/// the binary's handler is in place, however slow the machine.
+pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> String {
+    let number: u32 = match signal {
+        "INT" => 2,
+        "TERM" => 15,
+        other => panic!("no such signal in these tests: {other}"),
+    };
+    let child = command(bin)
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the binary");
+    let status = format!("/proc/{}/status", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let caught = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|text| {
+                let mask = text.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+                u64::from_str_radix(mask.trim(), 16).ok()
+            })
+            .is_some_and(|mask| mask & (1 << (number - 1)) != 0);
+        if caught {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} {args:?} never caught SIG{signal}",
+            name(bin)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let sent = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill -{signal} failed");
+    let output = child.wait_with_output().expect("wait for the binary");
+    let typed = format!("$ {} {} (then SIG{signal})", name(bin), args.join(" "));
+    transcript(&typed, &output)
 }
 
 /// The binary's file name, as a user types it.

@@ -87,16 +87,8 @@ struct GenerateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.verbosity.init_logging();
-    swerve_cli::finish(run(cli), |error| {
-        error.chain().find_map(|cause| {
-            matches!(
-                cause.downcast_ref(),
-                Some(swerve_trainer::error::Error::Interrupted(_))
-            )
-            .then_some(Exit::Interrupted)
-        })
-    })
+    swerve_cli::start(&cli.verbosity);
+    swerve_cli::finish(run(cli))
 }
 
 fn run(cli: Cli) -> anyhow::Result<Exit> {

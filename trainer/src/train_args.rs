@@ -3,7 +3,6 @@
 //! ([`swerve_cli::Progress`]).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use swerve_cli::{Progress, Verbosity};
@@ -130,37 +129,24 @@ pub struct GrpoArgs {
     /// --dataset must then be a harness dataset file (beside its environments.json)
     #[arg(long)]
     execute: bool,
-    /// Containers at once with --execute
-    #[arg(long, default_value_t = 2, requires = "execute", value_parser = swerve_cli::count)]
-    execute_workers: usize,
-    /// Limit in seconds for one instance's tests with --execute
-    #[arg(long, default_value_t = swerve_cli::DEFAULT_EXECUTE_TIMEOUT.as_secs(), requires = "execute")]
-    execute_timeout: u64,
-    /// Where --execute runs the patches: this machine's Docker engine, or a Slurm cluster (one
-    /// job array per GRPO step, each task running --execute-workers containers on its node;
-    /// the output folder must be shared: docs/cluster.md)
-    #[arg(long, value_enum, default_value = "local", requires = "execute")]
-    execute_on: ExecuteOn,
-    /// Array tasks per step with --execute-on slurm
-    #[arg(long, default_value_t = 4, requires = "execute", value_parser = swerve_cli::count)]
-    execute_slurm_tasks: usize,
-    /// An argument for `sbatch` with --execute-on slurm (repeatable)
-    #[arg(
-        long = "execute-slurm-arg",
-        value_name = "ARG",
-        allow_hyphen_values = true,
-        requires = "execute"
-    )]
-    execute_slurm_args: Vec<String>,
+    #[command(flatten)]
+    execution: ExecuteArgs,
 }
 
-/// Where `--execute` runs the patches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExecuteOn {
-    /// This machine's Docker engine.
-    Local,
-    /// A Slurm cluster, one job array per step.
-    Slurm,
+/// The flags of `--execute`: where the patches run (on Slurm, one job array per GRPO step whose
+/// tasks each run `--max-workers` containers; the output folder must be shared:
+/// docs/cluster.md), containers at once, the limit of one run.
+#[derive(Debug, clap::Args)]
+#[group(requires = "execute", multiple = true)]
+pub struct ExecuteArgs {
+    #[command(flatten)]
+    placement: swerve_cli::PlacementArgs,
+    /// Containers at once with --execute (on Slurm: in each array task).
+    #[command(flatten)]
+    max_workers: swerve_cli::MaxWorkers<2>,
+    /// The limit of one instance's tests with --execute.
+    #[command(flatten)]
+    timeout: swerve_cli::Timeout<{ swerve_cli::DEFAULT_EXECUTE_TIMEOUT.as_secs() }>,
 }
 
 /// `trainer predict`.
@@ -357,18 +343,19 @@ fn grpo_on_ranks(args: &GrpoArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyho
     Ok(())
 }
 
-/// `--execute` and its flags; with `--execute-on slurm`, the command every array task runs: this
+/// `--execute` and its flags; with `--executor slurm`, the command every array task runs: this
 /// binary's `execute-task` with flags written from the definition that parses them.
 fn execute_spec(args: &GrpoArgs) -> anyhow::Result<ExecuteSpec> {
     let work_dir = args.run.output.join("executions");
-    let timeout = Duration::from_secs(args.execute_timeout);
-    let slurm = match args.execute_on {
-        ExecuteOn::Local => None,
-        ExecuteOn::Slurm => {
+    let execution = &args.execution;
+    execution.placement.check_local()?;
+    let slurm = match execution.placement.executor {
+        swerve_cli::Executor::Local => None,
+        swerve_cli::Executor::Slurm => {
             let task = swerve_cli::ExecuteTaskArgs {
                 dataset: args.dataset.to_string_lossy().into_owned(),
-                workers: args.execute_workers,
-                timeout: timeout.as_secs(),
+                workers: execution.max_workers,
+                timeout: execution.timeout,
                 work_dir: std::path::absolute(&work_dir)
                     .with_context(|| format!("the folder {}", work_dir.display()))?,
             };
@@ -376,16 +363,16 @@ fn execute_spec(args: &GrpoArgs) -> anyhow::Result<ExecuteSpec> {
             let mut command = vec![exe.display().to_string()];
             command.extend(task.to_args());
             Some(commands::SlurmSpec {
-                tasks: args.execute_slurm_tasks,
-                sbatch_args: args.execute_slurm_args.clone(),
+                tasks: execution.placement.slurm_tasks,
+                sbatch_args: execution.placement.slurm_args.clone(),
                 command,
             })
         }
     };
     Ok(ExecuteSpec {
         dataset: args.dataset.clone(),
-        workers: args.execute_workers,
-        timeout,
+        workers: execution.max_workers.get(),
+        timeout: execution.timeout.get(),
         work_dir,
         slurm,
     })
@@ -400,8 +387,8 @@ pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()
         &Default::default(),
     )?;
     let config = swerve_harness::run::execute::ExecuteConfig {
-        workers: args.workers,
-        timeout: Duration::from_secs(args.timeout),
+        workers: args.workers.get(),
+        timeout: args.timeout.get(),
         work_dir: args.work_dir.clone(),
         ..Default::default()
     };
@@ -560,10 +547,10 @@ pub fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
                 model,
                 device,
                 kernels: KernelMode::Fused,
-                rows: c.per_device_train_batch_size,
+                rows: c.training.per_device_train_batch_size,
                 seq,
                 completion: c.max_completion_length,
-                gradient_checkpointing: c.gradient_checkpointing,
+                gradient_checkpointing: c.training.gradient_checkpointing,
                 logits_chunk_rows: chunk,
                 reference: c.beta > 0.0,
                 generation: Some((c.generation_batch_size(), seq)),
@@ -575,10 +562,10 @@ pub fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
                 model,
                 device,
                 kernels: KernelMode::Fused,
-                rows: c.per_device_train_batch_size,
+                rows: c.training.per_device_train_batch_size,
                 seq: c.max_length,
                 completion: c.max_length - 1,
-                gradient_checkpointing: c.gradient_checkpointing,
+                gradient_checkpointing: c.training.gradient_checkpointing,
                 logits_chunk_rows: chunk,
                 reference: false,
                 generation: None,

@@ -199,11 +199,12 @@ fn run_round(
         },
     });
     let end = match end {
-        Err(SlurmError::Cancelled { job }) => {
+        Err(SlurmError::Cancelled { job, source }) => {
             return Err(RunError::Cancelled {
                 job,
                 finished: finished.len(),
                 total: ids.len(),
+                source,
             });
         }
         other => other?,
@@ -256,7 +257,7 @@ impl Progress for Recorder<'_> {
 
 /// An array task: evaluates the instances the submitter dealt to it against this node's engine,
 /// one progress line each, then marks the task finished. SIGTERM or SIGINT removes its
-/// containers and ends it with [`RunError::Terminated`].
+/// containers and ends it with [`RunError::Terminated`], naming the signal.
 pub async fn run_task(
     config: &RunConfig,
     evaluator: EvaluatorPlugin,
@@ -282,22 +283,30 @@ pub async fn run_task(
         let evaluated = evaluate_jobs(config, &sandbox, evaluator, &jobs, &recorder).await;
         Ok::<_, RunError>(known.len() + evaluated.len())
     };
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(RunError::Runtime)?;
+    // The first signal stops the work here (its containers are removed below) instead of
+    // ending the process.
+    swerve_interrupt::install().map_err(|e| RunError::Runtime(std::io::Error::other(e)))?;
+    let _cooperation = swerve_interrupt::cooperate();
+    let signalled = tokio::task::spawn_blocking(swerve_interrupt::wait);
     let outcome = tokio::select! {
-        done = work => Some(done),
-        _ = terminate.recv() => None,
-        _ = tokio::signal::ctrl_c() => None,
+        done = work => Ok(done),
+        signal = signalled => Err(signal.map_err(|e| RunError::Runtime(e.into()))?),
     };
     // On a signal the evaluations were dropped mid-way; their containers go now.
     let swept = sandbox.sweep_instances(&config.run_id, &own).await?;
-    let Some(done) = outcome else {
-        eprintln!(
-            "Slurm task {} terminated: removed {} containers",
-            task.index,
-            swept.len()
-        );
-        return Err(RunError::Terminated);
+    let done = match outcome {
+        Ok(done) => done,
+        Err(signal) => {
+            eprintln!(
+                "Slurm task {} stopped by {}: removed {} containers",
+                task.index,
+                signal.name(),
+                swept.len()
+            );
+            return Err(RunError::Terminated(swerve_interrupt::Interrupted {
+                signal,
+            }));
+        }
     };
     let count = done?;
     if let Some(e) = recorder.error.lock().expect("lock").take() {

@@ -94,7 +94,7 @@ pub enum RunError {
     Slurm(#[from] swerve_slurm::SlurmError),
     /// The submitting process was interrupted; the job array was cancelled.
     #[error(
-        "interrupted: cancelled Slurm job {job}; {finished} of its {total} instances had finished; rerun the same command to complete the rest"
+        "cancelled Slurm job {job}; {finished} of its {total} instances had finished; rerun the same command to complete the rest"
     )]
     Cancelled {
         /// The array's job id.
@@ -103,10 +103,30 @@ pub enum RunError {
         finished: usize,
         /// Instances the array had.
         total: usize,
+        /// The signal.
+        #[source]
+        source: swerve_interrupt::Interrupted,
     },
     /// An array task was told to stop (SIGTERM from `scancel` or a time limit, or SIGINT).
-    #[error("terminated by a signal; this task's containers were removed")]
-    Terminated,
+    #[error("this task's containers were removed")]
+    Terminated(#[source] swerve_interrupt::Interrupted),
+    /// The dataset could not be read.
+    #[error(transparent)]
+    Source(#[from] source::SourceError),
+    /// A hidden `execute-task` subcommand was started outside a Slurm array task.
+    #[error("execute-task runs only as a task of a swerve job array (Slurm starts it)")]
+    NotAnArrayTask,
+    /// A line of an array task's input is not a request the submitter writes.
+    #[error("{}:{line}: not an execution request", path.display())]
+    TaskInput {
+        /// The task's input file.
+        path: PathBuf,
+        /// The line number, from 1.
+        line: usize,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A file could not be written.
     #[error("cannot write {}", path.display())]
     Write {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use swerve_tests::cli::{help_tree, run};
+use swerve_tests::cli::{help_tree, run, run_signalled};
 
 fn harness() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_harness"))
@@ -49,5 +49,52 @@ fn errors_name_what_is_wrong() {
         .iter()
         .map(|args| run(harness(), args, dir.path()))
         .collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
+
+/// Every code of the exit table that `harness` gives on its own (`docs/cli.md`; 3, work left
+/// undone, is a Slurm run's and `curate`'s): done, an error, bad arguments as clap and as the
+/// binary itself finds them, and each signal, which the binary's one exit classifier turns into
+/// its code whatever the command was doing.
+#[test]
+fn exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let reward_stdin = [
+        "-q",
+        "reward",
+        "--plugin",
+        "swe-rl",
+        "--input",
+        "/dev/stdin",
+    ];
+    let text = [
+        run(harness(), &["plugin", "list"], dir),
+        run(
+            harness(),
+            &["grade", "--instance", "missing.json", "--log", "x.log"],
+            dir,
+        ),
+        run(
+            harness(),
+            &["run", "-p", "gold", "--run-id", "r", "--timeout", "0"],
+            dir,
+        ),
+        run(
+            harness(),
+            &[
+                "reward",
+                "--plugin",
+                "swe-rl",
+                "--input",
+                "x.jsonl",
+                "--fallback",
+                "timeout",
+            ],
+            dir,
+        ),
+        run_signalled(harness(), &reward_stdin, dir, "INT"),
+        run_signalled(harness(), &reward_stdin, dir, "TERM"),
+    ];
     insta::assert_snapshot!(text.join("\n"));
 }

@@ -375,8 +375,8 @@ fn executions_on_the_cluster_match_local_ones() {
 
     let task = ExecuteTaskArgs {
         dataset: "swerve-mini".into(),
-        workers: 1,
-        timeout: 300,
+        workers: swerve_cli::MaxWorkers { max_workers: 1 },
+        timeout: swerve_cli::Timeout { seconds: 300 },
         work_dir: dir.path().join("remote-logs"),
     };
     let mut command = vec![BIN.to_owned()];
@@ -408,8 +408,11 @@ fn executions_on_the_cluster_match_local_ones() {
     let local = PatchExecutor::new(source.clone(), evaluator, config).unwrap();
     let here: Vec<_> = pairs.iter().map(|(id, p)| local.execute(id, p)).collect();
     assert_eq!(on_cluster, here);
-    assert!(on_cluster[0].resolved && on_cluster[1].resolved);
-    assert!(!on_cluster[3].patch_applied && on_cluster[3].infra_error.is_none());
+    assert!(on_cluster[0].resolved() && on_cluster[1].resolved());
+    assert_eq!(
+        on_cluster[3],
+        swerve_harness::run::execute::ExecutionOutcome::NotApplied
+    );
 
     // The second batch is served from the cache: no array is submitted.
     let again = remote.execute(&pairs[..2]).unwrap();
