@@ -1,10 +1,13 @@
-//! The lists of `../shared/specs/environments.md` §2 from the statuses of every run of both
-//! sides: FAIL_TO_PASS, PASS_TO_PASS, flaky tests, and why a side's runs cannot be used.
+//! The task's test lists from the statuses of every run of both sides: FAIL_TO_PASS (failing or
+//! absent in every run before the fix, passing in every run after it), PASS_TO_PASS (passing in
+//! every run of both sides), the flaky tests (a status that differs between runs of a side),
+//! the tests failing after the fix, and why a side's runs cannot be used at all. Every run's
+//! outcome is the harness executor's typed [`ExecutionOutcome`]: nothing here reads a log.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
-use swerve_host::{Execution, Status};
+use swerve_harness::run::execute::ExecutionOutcome;
+use swerve_host::Status;
 
 use super::DropReason;
 
@@ -21,53 +24,34 @@ pub(super) enum SideResult {
     Failed(DropReason, String),
 }
 
-pub(super) fn side_result(
-    executions: Vec<Execution>,
-    logs: &Path,
-    id: &str,
-    side: Side,
-) -> SideResult {
+/// Why a run ends its task's testing (its side cannot be used): an infrastructure failure or a
+/// run past the time limit; `None` for a run whose statuses count (a patch that did not apply
+/// counts as a run that collected no test).
+pub(super) fn stops(outcome: &ExecutionOutcome) -> Option<(DropReason, String)> {
+    match outcome {
+        ExecutionOutcome::Infrastructure { error } => Some((DropReason::InfraError, error.clone())),
+        ExecutionOutcome::TimedOut => Some((DropReason::TimedOut, "hit the time limit".to_owned())),
+        ExecutionOutcome::NotApplied | ExecutionOutcome::Graded(_) => None,
+    }
+}
+
+/// The statuses of one side's runs, or why the side cannot be used.
+pub(super) fn side_result(outcomes: Vec<ExecutionOutcome>, side: Side) -> SideResult {
     let mut out = Vec::new();
-    for (run, execution) in executions.into_iter().enumerate() {
-        if let Some(error) = execution.infra_error {
-            return SideResult::Failed(DropReason::InfraError, error);
+    for (run, outcome) in outcomes.into_iter().enumerate() {
+        if let Some((reason, detail)) = stops(&outcome) {
+            let detail = match reason {
+                DropReason::TimedOut => format!("{side:?} run {} {detail}", run + 1),
+                _ => detail,
+            };
+            return SideResult::Failed(reason, detail);
         }
-        if execution.tests.is_empty() && timed_out(logs, run, id, side) {
-            return SideResult::Failed(
-                DropReason::TimedOut,
-                format!("{side:?} run {} hit the time limit", run + 1),
-            );
-        }
-        out.push(execution.tests);
+        out.push(match outcome {
+            ExecutionOutcome::Graded(graded) => graded.tests,
+            _ => BTreeMap::new(),
+        });
     }
     SideResult::Statuses(out)
-}
-
-/// Whether the run's `test_output.txt` ends with the harness's timeout line.
-pub(super) fn timed_out(logs: &Path, run: usize, id: &str, side: Side) -> bool {
-    side_logs(logs, run, id, side).iter().any(|dir| {
-        fs_err::read_to_string(dir.join("test_output.txt"))
-            .is_ok_and(|t| t.contains("\n\nTimeout error: "))
-    })
-}
-
-/// The log folders of one side of one run (`<logs>/run-<n>/<id>/<key>/`, told apart by whether
-/// `patch.diff` is empty).
-pub(super) fn side_logs(logs: &Path, run: usize, id: &str, side: Side) -> Vec<PathBuf> {
-    let dir = logs.join(format!("run-{}", run + 1)).join(id);
-    let Ok(entries) = fs_err::read_dir(&dir) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            let empty = fs_err::read_to_string(p.join("patch.diff"))
-                .map(|t| t.trim().is_empty())
-                .unwrap_or(false);
-            empty == (side == Side::Before)
-        })
-        .collect()
 }
 
 /// Whether a run collected any test: a status map holding only `ERROR`s of whole files (what

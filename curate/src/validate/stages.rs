@@ -11,9 +11,11 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 use swerve_harness::images::{Environments, ImageTiming, stable_image_name, swebench_arch};
-use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor, PrepareFailure};
+use swerve_harness::run::execute::{
+    ExecuteConfig, ExecutionOutcome, PatchExecutor, PrepareFailure,
+};
 use swerve_harness::run::source::DatasetSource;
-use swerve_host::{EvaluatorPlugin, Execution};
+use swerve_host::EvaluatorPlugin;
 use swerve_sandbox::ImageOrigin;
 use swerve_swebench::dataset::Instance;
 
@@ -21,7 +23,7 @@ use crate::error::CurateError;
 use crate::recipe::{Files, Recipe};
 use crate::setup::{Ask, MAX_TRIES, SetupModel};
 
-use super::lists::{Lists, Side, SideResult, collected, derive_lists, side_result, timed_out};
+use super::lists::{Lists, Side, SideResult, collected, derive_lists, side_result, stops};
 use super::rows::{TaskRow, instance, output_row};
 use super::{DropReason, TaskEnd, ValidateConfig, ValidateFunnel, Verdict, dropped};
 
@@ -296,26 +298,24 @@ impl Stages<'_> {
 
     /// `runs` runs of both sides of every task that has not ended: each task's executions per
     /// side, `None` for a task that ended before.
-    #[allow(clippy::type_complexity)]
     fn tests(
         &self,
         runnable: &[Runnable<'_>],
         ended: &mut [bool],
         funnel: &mut ValidateFunnel,
-    ) -> Result<Vec<Option<(Vec<Execution>, Vec<Execution>)>>, CurateError> {
+    ) -> Result<Vec<Option<Sides>>, CurateError> {
         let runs = self.config.runs.max(1);
         let left = ended.iter().filter(|e| !**e).count();
         (self.progress)(&format!(
             "Running the tests of {left} tasks, {runs} runs before and after the fix"
         ));
-        let mut sides: Vec<Option<(Vec<Execution>, Vec<Execution>)>> = ended
+        let mut sides: Vec<Option<Sides>> = ended
             .iter()
             .map(|e| (!e).then(|| (Vec::new(), Vec::new())))
             .collect();
         // A task that timed out or failed in one run is not run again (its sides stay short;
         // the judge sees why).
         let mut stopped = ended.to_vec();
-        let logs = self.logs();
         for run in 0..runs {
             let (rows, environments) = self.rows(runnable)?;
             let executor = self.executor(rows, environments, &format!("run-{}", run + 1))?;
@@ -333,12 +333,7 @@ impl Stages<'_> {
                 .collect();
             for (i, before, after) in pending {
                 let (before, after) = (before.wait(), after.wait());
-                let id = &runnable[i].task.instance_id;
-                let failed = |e: &Execution, side| {
-                    e.infra_error.is_some()
-                        || (e.tests.is_empty() && timed_out(&logs, run, id, side))
-                };
-                stopped[i] = failed(&before, Side::Before) || failed(&after, Side::After);
+                stopped[i] = stops(&before).is_some() || stops(&after).is_some();
                 if let Some((b, a)) = &mut sides[i] {
                     b.push(before);
                     a.push(after);
@@ -356,16 +351,15 @@ impl Stages<'_> {
         &self,
         r: &Runnable<'_>,
         row: &Instance,
-        before: Vec<Execution>,
-        after: Vec<Execution>,
+        before: Vec<ExecutionOutcome>,
+        after: Vec<ExecutionOutcome>,
         record: Record<'_>,
     ) -> Result<Option<(Instance, Lists)>, CurateError> {
         let (task, started) = (r.task, r.started);
-        let logs = self.logs();
-        let log = Some(logs.join("run-1").join(&task.instance_id));
+        let log = Some(self.logs().join("run-1").join(&task.instance_id));
         let (before, after) = match (
-            side_result(before, &logs, &task.instance_id, Side::Before),
-            side_result(after, &logs, &task.instance_id, Side::After),
+            side_result(before, Side::Before),
+            side_result(after, Side::After),
         ) {
             (SideResult::Failed(reason, detail), _) | (_, SideResult::Failed(reason, detail)) => {
                 record(dropped(task, reason, detail, log, started))?;
@@ -446,13 +440,13 @@ impl Stages<'_> {
                 started,
                 ..
             } = &runnable[i];
-            let execution = pending.wait();
+            let outcome = pending.wait();
             let log = Some(self.logs().join("confirm").join(&task.instance_id));
-            if let Some(error) = execution.infra_error {
+            if let ExecutionOutcome::Infrastructure { error } = outcome {
                 record(dropped(task, DropReason::InfraError, error, log, *started))?;
                 continue;
             }
-            if !execution.resolved {
+            if !outcome.resolved() {
                 record(dropped(
                     task,
                     DropReason::GoldFails,
@@ -495,6 +489,9 @@ impl Stages<'_> {
         Ok(())
     }
 }
+
+/// One task's outcomes of its runs before and after the fix.
+type Sides = (Vec<ExecutionOutcome>, Vec<ExecutionOutcome>);
 
 /// Counts what making one task's images took: built or reused, and the disk each distinct
 /// image adds to the one below it.

@@ -1,11 +1,14 @@
 //! Single executions for execution-based rewards: one (dataset row, patch) evaluated exactly as
 //! `harness run` evaluates a prediction — same image, eval script, patch-apply chain, hardened
-//! mode and evaluator plugin ([`super::instance::run_instance`]) — with the result returned as
-//! the [`Execution`] a reward plugin sees instead of a run report.
+//! mode and evaluator plugin ([`super::instance::run_instance`]) — with the result returned as a
+//! typed [`ExecutionOutcome`] (the patch did not apply, the tests timed out, swerve's
+//! infrastructure failed, or the tests were graded) instead of a run report. Callers read the
+//! outcome, never the log text; a reward plugin sees it as the [`Execution`] record
+//! ([`ExecutionOutcome::to_execution`]).
 //!
-//! [`PatchExecutor`] is for callers without an async runtime (the trainer): it owns a small
-//! tokio runtime, [`PatchExecutor::submit`] returns at once with a [`PendingExecution`] to
-//! [`wait`](PendingExecution::wait) on later, and at most `workers` containers run at once, so
+//! [`PatchExecutor`] is for callers without an async runtime (the trainer, `curate validate`):
+//! it owns a small tokio runtime, [`PatchExecutor::submit`] returns at once with a [`Pending`]
+//! outcome to [`wait`](Pending::wait) on later, and at most `workers` containers run at once, so
 //! sandboxes work while the caller goes on (the trainer submits each completion as soon as the
 //! model has finished it). Identical work runs once: results are kept in an [`ExecutionCache`]
 //! by (instance, patch) — the executor fixes the image, eval script and mode of an instance —
@@ -23,8 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt as _, Shared};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use swerve_host::{EvaluatorPlugin, Execution, TestOutcome};
+use swerve_host::{EvaluatorPlugin, Execution, Status, TestOutcome};
 use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
 use tokio::sync::{OnceCell, Semaphore};
 
@@ -74,6 +78,78 @@ impl Default for ExecuteConfig {
     }
 }
 
+/// What one execution of a patch came to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum ExecutionOutcome {
+    /// The patch (or, for an empty patch, the row's test patch) did not apply, or the patch was
+    /// empty and empty patches are not run: no test ran. The model's outcome.
+    NotApplied,
+    /// The patch applied, and the tests ran past the limit. The model's outcome.
+    TimedOut,
+    /// The tests ran and were graded.
+    Graded(GradedExecution),
+    /// swerve could not evaluate the patch (the engine, an image, the evaluator plugin, a lost
+    /// Slurm task): not the patch's doing, never cached, retried by a later submission.
+    Infrastructure {
+        /// What failed, with its causes.
+        error: String,
+    },
+}
+
+/// The grade of an execution whose tests ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GradedExecution {
+    /// Every test status the log parser found, by test name.
+    pub tests: BTreeMap<String, Status>,
+    /// The row's FAIL_TO_PASS tests and whether each passes, in the row's order.
+    pub fail_to_pass: Vec<TestOutcome>,
+    /// The row's PASS_TO_PASS tests and whether each passes, in the row's order.
+    pub pass_to_pass: Vec<TestOutcome>,
+    /// SWE-bench's verdict by the row's lists (hardened: also no tamper signal).
+    pub resolved: bool,
+}
+
+impl ExecutionOutcome {
+    /// An infrastructure failure.
+    pub fn infrastructure(error: impl Into<String>) -> Self {
+        ExecutionOutcome::Infrastructure {
+            error: error.into(),
+        }
+    }
+
+    /// Whether swerve's infrastructure failed (the outcome says nothing of the patch).
+    pub fn is_infrastructure(&self) -> bool {
+        matches!(self, ExecutionOutcome::Infrastructure { .. })
+    }
+
+    /// Whether the tests ran and the row's lists graded the patch resolved.
+    pub fn resolved(&self) -> bool {
+        matches!(self, ExecutionOutcome::Graded(graded) if graded.resolved)
+    }
+
+    /// The outcome as the [`Execution`] record a reward plugin reads for `row`: tests that did
+    /// not run count as not passing, as SWE-bench grades an absent test.
+    pub fn to_execution(&self, row: &Instance) -> Execution {
+        match self {
+            ExecutionOutcome::NotApplied => not_run(row, false),
+            ExecutionOutcome::TimedOut => not_run(row, true),
+            ExecutionOutcome::Graded(graded) => Execution {
+                patch_applied: true,
+                tests: graded.tests.clone(),
+                fail_to_pass: graded.fail_to_pass.clone(),
+                pass_to_pass: graded.pass_to_pass.clone(),
+                resolved: graded.resolved,
+                infra_error: None,
+            },
+            ExecutionOutcome::Infrastructure { error } => Execution {
+                infra_error: Some(error.clone()),
+                ..Execution::default()
+            },
+        }
+    }
+}
+
 /// What every execution of one instance shares: its image and eval script.
 #[derive(Debug, Clone)]
 struct Prepared {
@@ -100,11 +176,11 @@ pub enum PrepareFailure {
 
 /// The executions of one executor's life (local or on a cluster), by [`ExecutionCache::key`]. A
 /// key is run once: later requests for it share the first run's result, also while that run is
-/// still going. Results with an `infra_error` are dropped from the cache when they complete, so
-/// that the next request runs again.
+/// still going. Infrastructure failures are dropped from the cache when they complete, so that
+/// the next request runs again.
 #[derive(Clone, Default)]
 pub struct ExecutionCache {
-    entries: Arc<Mutex<HashMap<String, Shared<BoxFuture<'static, Execution>>>>>,
+    entries: Arc<Mutex<HashMap<String, Shared<BoxFuture<'static, ExecutionOutcome>>>>>,
 }
 
 impl ExecutionCache {
@@ -118,7 +194,7 @@ impl ExecutionCache {
     }
 
     /// The finished result for `key`, if there is one (a run still going is not finished).
-    pub fn finished(&self, key: &str) -> Option<Execution> {
+    pub fn finished(&self, key: &str) -> Option<ExecutionOutcome> {
         self.entries
             .lock()
             .expect("cache lock")
@@ -126,11 +202,11 @@ impl ExecutionCache {
             .and_then(|shared| shared.peek().cloned())
     }
 
-    /// Keeps `execution`, obtained elsewhere (a cluster task), as the result for `key`, unless
-    /// it is an infrastructure failure.
-    pub fn record(&self, key: &str, execution: Execution) {
-        if execution.infra_error.is_none() {
-            let ready = futures_util::future::ready(execution).boxed().shared();
+    /// Keeps `outcome`, obtained elsewhere (a cluster task), as the result for `key`, unless it
+    /// is an infrastructure failure.
+    pub fn record(&self, key: &str, outcome: ExecutionOutcome) {
+        if !outcome.is_infrastructure() {
+            let ready = futures_util::future::ready(outcome).boxed().shared();
             // A finished future: polling it once makes `peek` see its output.
             let _ = ready.clone().now_or_never();
             self.entries
@@ -144,8 +220,8 @@ impl ExecutionCache {
     pub fn get_or_run(
         &self,
         key: &str,
-        run: impl FnOnce() -> BoxFuture<'static, Execution>,
-    ) -> Shared<BoxFuture<'static, Execution>> {
+        run: impl FnOnce() -> BoxFuture<'static, ExecutionOutcome>,
+    ) -> Shared<BoxFuture<'static, ExecutionOutcome>> {
         let mut entries = self.entries.lock().expect("cache lock");
         if let Some(found) = entries.get(key) {
             return found.clone();
@@ -154,11 +230,11 @@ impl ExecutionCache {
         let owned = key.to_owned();
         let future = run();
         let shared = async move {
-            let execution = future.await;
-            if execution.infra_error.is_some() {
+            let outcome = future.await;
+            if outcome.is_infrastructure() {
                 this.entries.lock().expect("cache lock").remove(&owned);
             }
-            execution
+            outcome
         }
         .boxed()
         .shared();
@@ -178,16 +254,16 @@ impl ExecutionCache {
 }
 
 /// An execution under way; [`wait`](Self::wait) blocks until it is done.
-pub struct PendingExecution {
-    receiver: tokio::sync::oneshot::Receiver<Execution>,
+pub struct Pending {
+    receiver: tokio::sync::oneshot::Receiver<ExecutionOutcome>,
 }
 
-impl PendingExecution {
-    /// The result. Must not be called from inside an async runtime.
-    pub fn wait(self) -> Execution {
-        self.receiver
-            .blocking_recv()
-            .unwrap_or_else(|_| infra("the execution task ended without a result".to_owned()))
+impl Pending {
+    /// The outcome. Must not be called from inside an async runtime.
+    pub fn wait(self) -> ExecutionOutcome {
+        self.receiver.blocking_recv().unwrap_or_else(|_| {
+            ExecutionOutcome::infrastructure("the execution task ended without a result")
+        })
     }
 }
 
@@ -259,18 +335,18 @@ impl PatchExecutor {
 
     /// Starts evaluating `patch` (a unified diff; empty: no change) on row `instance_id` and
     /// returns at once.
-    pub fn submit(&self, instance_id: &str, patch: &str) -> PendingExecution {
+    pub fn submit(&self, instance_id: &str, patch: &str) -> Pending {
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let shared = Arc::clone(&self.shared);
         let (id, patch) = (instance_id.to_owned(), patch.to_owned());
         self.runtime.spawn(async move {
             let _ = sender.send(shared.execute(&id, patch).await);
         });
-        PendingExecution { receiver }
+        Pending { receiver }
     }
 
     /// Evaluates `patch` on row `instance_id` and waits for the result.
-    pub fn execute(&self, instance_id: &str, patch: &str) -> Execution {
+    pub fn execute(&self, instance_id: &str, patch: &str) -> ExecutionOutcome {
         self.submit(instance_id, patch).wait()
     }
 
@@ -344,12 +420,14 @@ impl PatchExecutor {
 }
 
 impl ExecutorState {
-    async fn execute(self: &Arc<Self>, instance_id: &str, patch: String) -> Execution {
+    async fn execute(self: &Arc<Self>, instance_id: &str, patch: String) -> ExecutionOutcome {
         let Some(row) = self.rows.get(instance_id) else {
-            return infra(format!("instance `{instance_id}` is not in the dataset"));
+            return ExecutionOutcome::infrastructure(format!(
+                "instance `{instance_id}` is not in the dataset"
+            ));
         };
         if patch.trim().is_empty() && !self.config.run_empty_patches {
-            return not_run(row, false);
+            return ExecutionOutcome::NotApplied;
         }
         let key = ExecutionCache::key(instance_id, &patch);
         let this = Arc::clone(self);
@@ -359,7 +437,7 @@ impl ExecutorState {
                 async move {
                     let prepared = match this.prepare(&row).await {
                         Ok(p) => p,
-                        Err(e) => return infra(e.to_string()),
+                        Err(e) => return ExecutionOutcome::infrastructure(e.to_string()),
                     };
                     this.run(row, prepared, patch).await
                 }
@@ -431,8 +509,13 @@ impl ExecutorState {
         .clone()
     }
 
-    /// One sandbox evaluation, as `harness run` makes it, read back as an [`Execution`].
-    async fn run(self: Arc<Self>, row: Instance, prepared: Prepared, patch: String) -> Execution {
+    /// One sandbox evaluation, as `harness run` makes it, read back as its outcome.
+    async fn run(
+        self: Arc<Self>,
+        row: Instance,
+        prepared: Prepared,
+        patch: String,
+    ) -> ExecutionOutcome {
         // The folder is named as `harness run` names its cache entries: by content.
         let key = cache::cache_key(
             &prepared.image_id,
@@ -469,9 +552,9 @@ impl ExecutorState {
     }
 }
 
-/// The [`Execution`] of a finished `run_instance`: its outcome, and for graded outcomes the
-/// grade and test statuses `run_instance` parsed from the log.
-fn read_back(job: &Job, result: InstanceResult) -> Execution {
+/// The outcome of a finished `run_instance`, from its typed result (never from its log text):
+/// for graded outcomes, the grade and test statuses `run_instance` parsed from the log.
+fn read_back(job: &Job, result: InstanceResult) -> ExecutionOutcome {
     let row = &job.row;
     let outcome = result.outcome;
     match outcome {
@@ -480,23 +563,27 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
         | OutcomeKind::Unresolved
         | OutcomeKind::EnvironmentChanged
         | OutcomeKind::TamperSuspected => {}
-        OutcomeKind::PatchApplyFailed | OutcomeKind::EmptyPatch => return not_run(row, false),
+        OutcomeKind::PatchApplyFailed | OutcomeKind::EmptyPatch => {
+            return ExecutionOutcome::NotApplied;
+        }
         // The patch applied but its tests ran past the limit: the model's outcome.
-        OutcomeKind::TimedOut => return not_run(row, true),
+        OutcomeKind::TimedOut => return ExecutionOutcome::TimedOut,
         OutcomeKind::EvaluatorFailed | OutcomeKind::InfraError => {
             let error = cache::read_meta(&job.dir)
                 .and_then(|m| m.error)
                 .unwrap_or_else(|| outcome.as_str().to_owned());
-            return infra(error);
+            return ExecutionOutcome::infrastructure(error);
         }
     }
     let Some(grading) = result.grading else {
-        return infra(format!("`{}` has no grade", row.instance_id));
+        return ExecutionOutcome::infrastructure(format!("`{}` has no grade", row.instance_id));
     };
     let report = &grading.report;
     if report.infra_failure {
         let reason = report.infra_failure_reason.clone().unwrap_or_default();
-        return infra(format!("environment failure in the test log: {reason}"));
+        return ExecutionOutcome::infrastructure(format!(
+            "environment failure in the test log: {reason}"
+        ));
     }
     let tests_status = report.tests_status.clone().unwrap_or_default();
     let outcomes = |tests: &[String], passed: &[String]| -> Vec<TestOutcome> {
@@ -508,8 +595,7 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
             })
             .collect()
     };
-    Execution {
-        patch_applied: true,
+    ExecutionOutcome::Graded(GradedExecution {
         tests: grading
             .status_map()
             .into_iter()
@@ -519,8 +605,7 @@ fn read_back(job: &Job, result: InstanceResult) -> Execution {
         fail_to_pass: outcomes(&row.fail_to_pass, &tests_status.fail_to_pass.success),
         pass_to_pass: outcomes(&row.pass_to_pass, &tests_status.pass_to_pass.success),
         resolved: report.resolved,
-        infra_error: None,
-    }
+    })
 }
 
 /// An execution whose tests did not run (or did not finish): every listed test counts as not
@@ -545,13 +630,6 @@ fn not_run(row: &Instance, patch_applied: bool) -> Execution {
     }
 }
 
-fn infra(error: String) -> Execution {
-    Execution {
-        infra_error: Some(error),
-        ..Execution::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
@@ -562,8 +640,8 @@ mod tests {
     /// the first is still running.
     fn counted(
         calls: &Arc<AtomicUsize>,
-        execution: Execution,
-    ) -> impl FnOnce() -> BoxFuture<'static, Execution> + use<> {
+        execution: ExecutionOutcome,
+    ) -> impl FnOnce() -> BoxFuture<'static, ExecutionOutcome> + use<> {
         let calls = Arc::clone(calls);
         move || {
             calls.fetch_add(1, Ordering::SeqCst);
@@ -575,12 +653,11 @@ mod tests {
         }
     }
 
-    fn resolved() -> Execution {
-        Execution {
-            patch_applied: true,
+    fn resolved() -> ExecutionOutcome {
+        ExecutionOutcome::Graded(GradedExecution {
             resolved: true,
-            ..Execution::default()
-        }
+            ..GradedExecution::default()
+        })
     }
 
     #[tokio::test]
@@ -611,7 +688,7 @@ mod tests {
     async fn infrastructure_failures_are_retried() {
         let cache = ExecutionCache::default();
         let calls = Arc::new(AtomicUsize::new(0));
-        let failed = infra("docker went away".to_owned());
+        let failed = ExecutionOutcome::infrastructure("docker went away");
         assert_eq!(
             cache.get_or_run("k", counted(&calls, failed.clone())).await,
             failed
@@ -629,23 +706,49 @@ mod tests {
         let cache = ExecutionCache::default();
         let key = ExecutionCache::key("demo__demo-1", "diff");
         assert_eq!(cache.finished(&key), None);
-        cache.record(&key, infra("node lost".to_owned()));
+        cache.record(&key, ExecutionOutcome::infrastructure("node lost"));
         assert_eq!(cache.finished(&key), None);
         cache.record(&key, resolved());
         assert_eq!(cache.finished(&key), Some(resolved()));
     }
 
     #[test]
-    fn untested_rows_count_every_test_as_failing() {
+    fn outcomes_read_as_the_execution_a_plugin_sees() {
         let row = Instance::from_json(
             r#"{"instance_id": "o__r-1", "repo": "o/r", "FAIL_TO_PASS": ["a"], "PASS_TO_PASS": "[\"b\"]"}"#,
         )
         .expect("row");
-        let e = not_run(&row, false);
-        assert!(!e.patch_applied && !e.resolved && e.infra_error.is_none());
+        // Tests that did not run count as failing; a timeout says the patch applied.
+        for (outcome, applied) in [
+            (ExecutionOutcome::NotApplied, false),
+            (ExecutionOutcome::TimedOut, true),
+        ] {
+            let e = outcome.to_execution(&row);
+            assert!(e.patch_applied == applied && !e.resolved && e.infra_error.is_none());
+            assert_eq!(
+                (e.fail_to_pass[0].passed, e.pass_to_pass[0].name.as_str()),
+                (false, "b")
+            );
+        }
+        let e = ExecutionOutcome::infrastructure("no engine").to_execution(&row);
+        assert_eq!(e.infra_error.as_deref(), Some("no engine"));
+        assert!(resolved().to_execution(&row).resolved && resolved().resolved());
+        // What a Slurm task sends back parses into the same outcome.
+        for outcome in [
+            ExecutionOutcome::NotApplied,
+            ExecutionOutcome::TimedOut,
+            ExecutionOutcome::infrastructure("lost"),
+            resolved(),
+        ] {
+            let line = serde_json::to_string(&outcome).expect("serialises");
+            assert_eq!(
+                serde_json::from_str::<ExecutionOutcome>(&line).ok(),
+                Some(outcome)
+            );
+        }
         assert_eq!(
-            (e.fail_to_pass[0].passed, e.pass_to_pass[0].name.as_str()),
-            (false, "b")
+            serde_json::to_string(&ExecutionOutcome::TimedOut).expect("serialises"),
+            r#"{"outcome":"timed_out"}"#
         );
     }
 }

@@ -138,12 +138,33 @@ impl Record {
         }
     }
 
-    fn infra(error: impl std::fmt::Display) -> Record {
+    fn infra(error: &dyn std::error::Error) -> Record {
         Record {
-            error: Some(format!("{error:#}")),
+            error: Some(super::error_chain(error)),
             ..Record::new(OutcomeKind::InfraError)
         }
     }
+}
+
+/// Why one instance's steps could not go on: an infrastructure failure, recorded as the
+/// instance's `infra_error` with its causes (never the model's outcome).
+#[derive(Debug, thiserror::Error)]
+enum InstanceError {
+    /// A file of the instance's log folder (the error names the file and the operation).
+    #[error(transparent)]
+    Files(#[from] std::io::Error),
+    /// The container or the engine.
+    #[error(transparent)]
+    Sandbox(#[from] swerve_sandbox::Error),
+    /// Hardened mode's setup found no reading of the environment from before the patch.
+    #[error("the environment was not read before the setup")]
+    EnvironmentUnread,
+    /// The eval script cannot be run by hardened mode.
+    #[error(transparent)]
+    Script(#[from] super::eval_script::NoMarkers),
+    /// The thread parsing the log with the evaluator plugin panicked or was cancelled.
+    #[error("the log parser's thread ended without a result")]
+    Grader(#[from] tokio::task::JoinError),
 }
 
 /// Evaluates one instance; never fails (failures are outcomes).
@@ -153,18 +174,20 @@ pub async fn run_instance(ctx: &RunContext, job: &Job) -> InstanceResult {
         Ok(log) => log,
         Err(e) => {
             tracing::error!(instance = %job.row.instance_id, error = %e, "cannot prepare the log folder");
-            return finish(job, ctx, Record::infra(e), started);
+            return finish(job, ctx, Record::infra(&e), started);
         }
     };
     let log = Arc::new(log);
     let record = match evaluate(ctx, job, &log).await {
         Ok(record) => record,
         Err(e) => {
+            let record = Record::infra(&e);
             log.error(&format!(
-                "Error in evaluation for {}: {e:#}",
-                job.row.instance_id
+                "Error in evaluation for {}: {}",
+                job.row.instance_id,
+                record.error.as_deref().unwrap_or_default()
             ));
-            Record::infra(e)
+            record
         }
     };
     finish(job, ctx, record, started)
@@ -211,7 +234,7 @@ fn finish(job: &Job, ctx: &RunContext, record: Record, started: Instant) -> Inst
 
 /// Starts the container `sweb.eval.<id>.<run_id>`; a name conflict (another run with this
 /// id) retries with a `.<unix time>` suffix, as v5 does.
-async fn start_container(ctx: &RunContext, job: &Job) -> anyhow::Result<Container> {
+async fn start_container(ctx: &RunContext, job: &Job) -> Result<Container, InstanceError> {
     let name = format!(
         "sweb.eval.{}.{}",
         job.row.instance_id.to_lowercase(),
@@ -235,7 +258,7 @@ async fn exec(
     container: &Container,
     cmd: Vec<String>,
     timeout: Duration,
-) -> anyhow::Result<ExecOutput> {
+) -> Result<ExecOutput, InstanceError> {
     let request = ExecRequest::new(cmd)
         .with_timeout(timeout)
         .with_workdir(REPO_DIRECTORY);
@@ -248,7 +271,11 @@ fn strings(cmd: &[&str]) -> Vec<String> {
 
 /// Copies the job's patch assets into the container (and the log folder's `image_assets/`)
 /// for the eval script's restore commands, logging what SWE-bench logs.
-async fn stage_assets(container: &Container, job: &Job, log: &InstanceLog) -> anyhow::Result<()> {
+async fn stage_assets(
+    container: &Container,
+    job: &Job,
+    log: &InstanceLog,
+) -> Result<(), InstanceError> {
     let staging = &job.assets;
     for warning in &staging.warnings {
         log.info(warning);
@@ -277,7 +304,7 @@ async fn stage_assets(container: &Container, job: &Job, log: &InstanceLog) -> an
 /// The in-container steps; `Err` is an infrastructure failure. The flow is the same in both
 /// modes; what differs (preparing, the state before the tests, running the script) is in
 /// [`ModeSteps`].
-async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Result<Record> {
+async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> Result<Record, InstanceError> {
     let id = &job.row.instance_id;
     let step = ctx.sandbox.config().timeouts.command;
     fs_err::write(job.dir.join("patch.diff"), &job.patch)?;
@@ -314,7 +341,7 @@ async fn evaluate(ctx: &RunContext, job: &Job, log: &InstanceLog) -> anyhow::Res
                 }
                 ApplyOutcome::Failed { output } => {
                     log.info(&format!(">>>>> Patch Apply Failed:\n{output}"));
-                    return anyhow::Ok(None);
+                    return Ok::<_, InstanceError>(None);
                 }
             }
         }
@@ -397,7 +424,7 @@ fn write_test_output(
     log: &InstanceLog,
     run: &ScriptRun,
     timeout: Duration,
-) -> anyhow::Result<String> {
+) -> Result<String, InstanceError> {
     let mut text = run.text.clone();
     if run.timed_out {
         text.push_str(&format!(
@@ -425,7 +452,7 @@ async fn grade(
     text: String,
     region: Option<HardenedRegion>,
     mut record: Record,
-) -> anyhow::Result<Record> {
+) -> Result<Record, InstanceError> {
     let id = &job.row.instance_id;
     let context = swerve_host::LogContext {
         repo: job.row.repo.clone(),
@@ -505,7 +532,7 @@ impl ModeSteps {
         container: &Container,
         patch: &str,
         step: Duration,
-    ) -> anyhow::Result<ModeSteps> {
+    ) -> Result<ModeSteps, InstanceError> {
         let mut patch = patch.to_owned();
         if !patch.ends_with('\n') {
             patch.push('\n');
@@ -514,7 +541,7 @@ impl ModeSteps {
             container
                 .write_file(CONTAINER_PATCH_FILE, patch.as_bytes())
                 .await
-                .map_err(anyhow::Error::from)
+                .map_err(InstanceError::from)
         };
         match mode {
             Mode::Compat => {
@@ -549,7 +576,7 @@ impl ModeSteps {
         job: &Job,
         log: &InstanceLog,
         step: Duration,
-    ) -> anyhow::Result<String> {
+    ) -> Result<String, InstanceError> {
         match self {
             ModeSteps::Compat => Ok(exec(container, git_diff(), step).await?.text()),
             ModeSteps::Hardened {
@@ -580,7 +607,7 @@ impl ModeSteps {
         job: &Job,
         timeout: Duration,
         step: Duration,
-    ) -> anyhow::Result<ScriptRun> {
+    ) -> Result<ScriptRun, InstanceError> {
         match self {
             ModeSteps::Compat => run_compat(container, job, timeout).await,
             ModeSteps::Hardened {
@@ -591,9 +618,9 @@ impl ModeSteps {
                 ..
             } => {
                 let unresolving = if *strict { tamper.as_slice() } else { &[] };
-                let before = env_before.as_ref().ok_or_else(|| {
-                    anyhow::anyhow!("the environment was not read before the setup")
-                })?;
+                let before = env_before
+                    .as_ref()
+                    .ok_or(InstanceError::EnvironmentUnread)?;
                 run_hardened(
                     container,
                     job,
@@ -634,7 +661,7 @@ async fn undo_test_infrastructure(
     log: &InstanceLog,
     untracked_before: &BTreeSet<String>,
     step: Duration,
-) -> anyhow::Result<(Undone, String)> {
+) -> Result<(Undone, String), InstanceError> {
     let base = job
         .row
         .base_commit
@@ -688,7 +715,7 @@ async fn run_compat(
     container: &Container,
     job: &Job,
     timeout: Duration,
-) -> anyhow::Result<ScriptRun> {
+) -> Result<ScriptRun, InstanceError> {
     container
         .write_file("/eval.sh", job.eval_script.as_bytes())
         .await?;
@@ -716,7 +743,7 @@ async fn run_hardened(
     tamper: &[TamperSignal],
     env_before: &environment::Snapshot,
     step: Duration,
-) -> anyhow::Result<ScriptRun> {
+) -> Result<ScriptRun, InstanceError> {
     const ENV_FILE: &str = "/run/swerve-eval.env";
     let parts = ScriptParts::split(&job.eval_script)?;
     let deadline = Instant::now() + timeout;
@@ -839,7 +866,7 @@ async fn tamper_check(
     container: &Container,
     job: &Job,
     step: Duration,
-) -> anyhow::Result<Vec<TamperSignal>> {
+) -> Result<Vec<TamperSignal>, InstanceError> {
     let first = tamper::signals(&job.patch, &job.row.repo, |_| None);
     if first.is_empty() {
         return Ok(first);
@@ -870,7 +897,7 @@ async fn read_environment(
     container: &Container,
     step: Duration,
     kill: Option<&str>,
-) -> anyhow::Result<environment::Snapshot> {
+) -> Result<environment::Snapshot, InstanceError> {
     let script = match kill {
         Some(kill) => environment::after_setup_script(kill),
         None => environment::snapshot_script(false),

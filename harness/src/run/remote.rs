@@ -1,8 +1,8 @@
 //! Executions for execution rewards on a Slurm cluster (`docs/cluster.md`): a batch of
 //! (instance, patch) pairs becomes one job array whose tasks evaluate their share with a
 //! [`PatchExecutor`] against their node's engine — the same image, eval script, hardened mode,
-//! evaluator plugin and limits as a local execution — and send back each [`Execution`] as a
-//! progress line.
+//! evaluator plugin and limits as a local execution — and send back each [`ExecutionOutcome`]
+//! as a progress line.
 //!
 //! The caller side is [`SlurmExecutions`]: it keeps the local executor's [`ExecutionCache`]
 //! (identical work runs once per process; infrastructure failures are not cached, so a later
@@ -21,12 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use swerve_host::Execution;
 pub use swerve_slurm::Placement;
 use swerve_slurm::{ArrayEvent, SlurmError, Task};
 
 use super::RunError;
-use super::execute::{ExecuteConfig, ExecutionCache, PatchExecutor};
+use super::execute::{ExecuteConfig, ExecutionCache, ExecutionOutcome, PatchExecutor};
 
 /// Where and how batches run.
 #[derive(Debug, Clone)]
@@ -50,7 +49,7 @@ struct Request {
 #[derive(Debug, Serialize, Deserialize)]
 struct Reply {
     n: usize,
-    execution: Execution,
+    outcome: ExecutionOutcome,
 }
 
 /// Batches of executions on the cluster (see the module documentation).
@@ -58,13 +57,6 @@ pub struct SlurmExecutions {
     config: RemoteConfig,
     cache: ExecutionCache,
     batches: AtomicU64,
-}
-
-fn infra(error: String) -> Execution {
-    Execution {
-        infra_error: Some(error),
-        ..Execution::default()
-    }
 }
 
 impl SlurmExecutions {
@@ -81,8 +73,8 @@ impl SlurmExecutions {
     /// Executes every `(instance_id, patch)` pair, one result each in order: cached pairs at
     /// once, the rest as one job array. `Err` only when this process was interrupted (the array
     /// is then cancelled).
-    pub fn execute(&self, pairs: &[(String, String)]) -> Result<Vec<Execution>, RunError> {
-        let mut results: Vec<Option<Execution>> = vec![None; pairs.len()];
+    pub fn execute(&self, pairs: &[(String, String)]) -> Result<Vec<ExecutionOutcome>, RunError> {
+        let mut results: Vec<Option<ExecutionOutcome>> = vec![None; pairs.len()];
         let mut first_of: HashMap<String, usize> = HashMap::new();
         let mut requests = Vec::new();
         for (i, (id, patch)) in pairs.iter().enumerate() {
@@ -99,8 +91,8 @@ impl SlurmExecutions {
             }
         }
         if !requests.is_empty() {
-            for (n, execution) in self.run_batch(requests)? {
-                results[n] = Some(execution);
+            for (n, outcome) in self.run_batch(requests)? {
+                results[n] = Some(outcome);
             }
         }
         // Duplicates take their first's result; what succeeded is cached.
@@ -111,7 +103,7 @@ impl SlurmExecutions {
                 Some(&first) => results[first].clone(),
                 None => results[i].clone(),
             }
-            .unwrap_or_else(|| infra("no result came back".into()));
+            .unwrap_or_else(|| ExecutionOutcome::infrastructure("no result came back"));
             self.cache.record(&key, result.clone());
             out.push(result);
         }
@@ -120,7 +112,10 @@ impl SlurmExecutions {
 
     /// One array over `requests`; every request gets a result (an infrastructure error when its
     /// task ended without answering).
-    fn run_batch(&self, requests: Vec<Request>) -> Result<Vec<(usize, Execution)>, RunError> {
+    fn run_batch(
+        &self,
+        requests: Vec<Request>,
+    ) -> Result<Vec<(usize, ExecutionOutcome)>, RunError> {
         let k = self.batches.fetch_add(1, Ordering::Relaxed);
         let dir = self.config.dir.join(format!("batch-{k}"));
         let _ = fs_err::remove_dir_all(&dir);
@@ -138,12 +133,12 @@ impl SlurmExecutions {
             })
             .collect();
         let spec = self.config.placement.array("swerve-execute", dir, inputs);
-        let mut answered: HashMap<usize, Execution> = HashMap::new();
+        let mut answered: HashMap<usize, ExecutionOutcome> = HashMap::new();
         let end = swerve_slurm::run_array(&spec, Duration::from_millis(200), |event| {
             if let ArrayEvent::Line { task, line } = event {
                 match serde_json::from_str::<Reply>(line) {
                     Ok(reply) => {
-                        answered.insert(reply.n, reply.execution);
+                        answered.insert(reply.n, reply.outcome);
                     }
                     Err(e) => tracing::warn!(task, error = %e, "unreadable execution line"),
                 }
@@ -151,30 +146,34 @@ impl SlurmExecutions {
         });
         let end = match end {
             Ok(end) => end,
-            Err(SlurmError::Cancelled { job }) => {
+            Err(SlurmError::Cancelled { job, source }) => {
                 return Err(RunError::Cancelled {
                     job,
                     finished: answered.len(),
                     total: requests.len(),
+                    source,
                 });
             }
             // Not the model's doing: every pair of the batch is an infrastructure error.
             Err(e) => {
                 let why = format!("Slurm could not run the batch: {e}");
-                return Ok(requests.iter().map(|r| (r.n, infra(why.clone()))).collect());
+                return Ok(requests
+                    .iter()
+                    .map(|r| (r.n, ExecutionOutcome::infrastructure(why.clone())))
+                    .collect());
             }
         };
         let mut out = Vec::with_capacity(requests.len());
         for (index, shard) in shards.iter().enumerate() {
             let lost = end.lost.iter().find(|l| l.index == index);
             for r in shard {
-                let execution = answered.remove(&r.n).unwrap_or_else(|| {
-                    infra(lost.map_or_else(
+                let outcome = answered.remove(&r.n).unwrap_or_else(|| {
+                    ExecutionOutcome::infrastructure(lost.map_or_else(
                         || "the task finished without answering for this patch".to_owned(),
                         |lost| format!("not executed: {lost}"),
                     ))
                 });
-                out.push((r.n, execution));
+                out.push((r.n, outcome));
             }
         }
         Ok(out)
@@ -190,13 +189,8 @@ pub fn serve_from_env(
     config: ExecuteConfig,
     evaluator: swerve_host::EvaluatorPlugin,
 ) -> Result<(), RunError> {
-    let task = Task::from_env()?.ok_or_else(|| {
-        RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(
-            "execute-task runs only as a task of a swerve job array".into(),
-        ))
-    })?;
-    let source = super::source::resolve(dataset, "test", None)
-        .map_err(|e| RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(format!("{e:#}"))))?;
+    let task = Task::from_env()?.ok_or(RunError::NotAnArrayTask)?;
+    let source = super::source::resolve(dataset, "test", None)?;
     let config = ExecuteConfig {
         run_id: format!("execute-{}", std::process::id()),
         ..config
@@ -215,21 +209,25 @@ pub fn serve_from_env(
 pub fn serve_task(task: &Task, executor: &PatchExecutor) -> Result<(), RunError> {
     let input = task.input()?;
     let mut pending = Vec::new();
-    for line in input.lines().filter(|l| !l.is_empty()) {
-        let request: Request = serde_json::from_str(line).map_err(|e| {
-            RunError::Slurm(swerve_slurm::SlurmError::TaskEnv(format!(
-                "unreadable request in the task's input: {e}"
-            )))
-        })?;
+    for (number, line) in input.lines().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let request: Request =
+            serde_json::from_str(line).map_err(|source| RunError::TaskInput {
+                path: task.input_path(),
+                line: number + 1,
+                source,
+            })?;
         pending.push((
             request.n,
             executor.submit(&request.instance_id, &request.patch),
         ));
     }
-    for (n, execution) in pending {
+    for (n, pending) in pending {
         let reply = Reply {
             n,
-            execution: execution.wait(),
+            outcome: pending.wait(),
         };
         task.record(&serde_json::to_string(&reply).expect("json"))?;
     }

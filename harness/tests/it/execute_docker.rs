@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
+use swerve_harness::run::execute::{ExecuteConfig, ExecutionOutcome, PatchExecutor};
 use swerve_harness::run::source;
 use swerve_host::{BudgetOverrides, Execution, Host, HostConfig, Isolation, Sample};
 
@@ -87,6 +87,8 @@ fn gold_and_partial_patches_are_executed_and_rewarded() {
     ];
     let [gold_run, partial_run, gold_again] = pending.map(|p| p.wait());
     assert_eq!(gold_run, gold_again);
+    // What a reward plugin reads.
+    let [gold_run, partial_run] = [gold_run, partial_run].map(|o| o.to_execution(&row));
     assert_eq!(executor.sandbox_runs(), 2, "identical patches run once");
 
     assert_eq!(gold_run.infra_error, None);
@@ -104,6 +106,8 @@ fn gold_and_partial_patches_are_executed_and_rewarded() {
     assert_eq!(passed(&partial_run.pass_to_pass), row.pass_to_pass.len());
 
     let empty = executor.execute(ID, "");
+    assert_eq!(empty, ExecutionOutcome::NotApplied);
+    let empty = empty.to_execution(&row);
     assert!(!empty.patch_applied && !empty.resolved);
     assert_eq!(executor.sandbox_runs(), 2, "an empty patch is not run");
 

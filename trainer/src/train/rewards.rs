@@ -159,7 +159,8 @@ impl PendingExecution {
 impl Executor for PatchExecutor {
     fn submit(&self, task: &Instance, patch: &str) -> PendingExecution {
         let pending = PatchExecutor::submit(self, &task.instance_id, patch);
-        PendingExecution::later(move || Ok(pending.wait()))
+        let row = task.clone();
+        PendingExecution::later(move || Ok(pending.wait().to_execution(&row)))
     }
 }
 
@@ -177,7 +178,7 @@ pub struct SlurmExecutor {
 #[derive(Default)]
 struct Batch {
     pairs: Vec<(String, String)>,
-    results: Option<Vec<Execution>>,
+    results: Option<Vec<swerve_harness::run::execute::ExecutionOutcome>>,
 }
 
 #[cfg(feature = "execute")]
@@ -226,6 +227,7 @@ impl Executor for SlurmExecutor {
             std::sync::Arc::clone(&self.remote),
             std::sync::Arc::clone(&self.open),
         );
+        let row = task.clone();
         PendingExecution::later(move || {
             // Close this batch: later submissions go to a new one.
             {
@@ -243,7 +245,7 @@ impl Executor for SlurmExecutor {
                     .map_err(|e| Error::Interrupted(Box::new(e)))?;
                 b.results = Some(results);
             }
-            Ok(b.results.as_ref().expect("results")[index].clone())
+            Ok(b.results.as_ref().expect("results")[index].to_execution(&row))
         })
     }
 }
