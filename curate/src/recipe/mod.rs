@@ -1,17 +1,16 @@
 //! Environment recipes from a Python repository's own files, no model needed: the Python
 //! version, the test dependencies, how the project installs and which test runner it uses, as
-//! the [`RepoEnv`] that `harness run` builds images from. The rules stand where SWE-bench's
-//! hand-written specs do for the repositories it covers; a repository they make no recipe for
-//! (or whose recipe does not install) is left to the setup model of [`crate::setup`].
+//! the [`RepoEnv`] that `harness run` builds images from. A repository the rules make no recipe
+//! for (or whose recipe does not install) is left to the setup model of [`crate::setup`].
 //!
-//! What is read, a module each: the Python version ([`python`]: `[project] requires-python`,
+//! What is read, a module each: the Python version (`python.rs`: `[project] requires-python`,
 //! else `python_requires` in `setup.cfg` / `setup.py`, else the `Programming Language ::
-//! Python :: 3.X` classifiers); the project's own install with its test extras ([`install`],
-//! from [`pyproject`] and [`setuptools`]: extras named `test`, `tests`, `testing` or `dev`,
+//! Python :: 3.X` classifiers); the project's own install with its test extras (`install.rs`,
+//! from `pyproject.rs` and `setuptools.rs`: extras named `test`, `tests`, `testing` or `dev`,
 //! installed with the project as `pip install -e '.[test]'`); PEP 735 `[dependency-groups]` of
-//! those names ([`pyproject`]); requirements files ([`requirements_files`]); `tox.ini`
-//! `[testenv] deps` ([`tox`]); pins from lock files and constraints files ([`pins`]); the
-//! test runner ([`runner`]); requirement lines are read by [`requirement`].
+//! those names (`pyproject.rs`); requirements files (`requirements_files.rs`); `tox.ini`
+//! `[testenv] deps` (`tox.rs`); pins from lock files and constraints files (`pins.rs`); the
+//! test runner (`runner.rs`); requirement lines are read by `requirement.rs`.
 //!
 //! Requirements go into the shared environment layer; the project itself is installed editable
 //! in the instance layer, without build isolation (the build backend from `[build-system]
