@@ -43,7 +43,7 @@ validate() { # name tasks repos
     for pass in 1 2; do
         out="$work/$1-$pass"
         start=$(date +%s.%N)
-        "$curate" -q validate --tasks "$2" --repos "$3" --output "$out" --jobs 2 --runs 2 --timeout 900 || true
+        "$curate" -q validate --tasks "$2" --repos "$3" --output "$out" --max-workers 2 --runs 2 --timeout 900 || true
         end=$(date +%s.%N)
         echo "$1, pass $pass ($([ "$pass" = 1 ] && echo 'images made as needed' || echo 'every image made')):"
         summary "$out" "$(python3 -c "print($end - $start)")"

@@ -1,5 +1,5 @@
 //! The flags of the hidden `execute-task` subcommand that `harness` and `trainer` both have: one
-//! array task of a batch of executions (`trainer grpo --execute-on slurm`), started by Slurm,
+//! array task of a batch of executions (`trainer grpo --execute --executor slurm`), started by Slurm,
 //! never by hand. The submitting side writes them with [`ExecuteTaskArgs::to_args`], from the
 //! same definition the task parses.
 

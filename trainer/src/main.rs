@@ -52,7 +52,7 @@ enum Command {
     Demo(train_args::DemoArgs),
     /// Print a run's memory plan (peak memory on the device, item by item) without running it
     Plan(train_args::PlanArgs),
-    /// A task of a Slurm job array of executions (`grpo --execute-on slurm`; started by Slurm)
+    /// A task of a Slurm job array of executions (`grpo --execute --executor slurm`; started by Slurm)
     #[cfg(feature = "execute")]
     #[command(hide = true)]
     ExecuteTask(swerve_cli::ExecuteTaskArgs),

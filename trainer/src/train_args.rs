@@ -378,7 +378,7 @@ fn execute_spec(args: &GrpoArgs) -> anyhow::Result<ExecuteSpec> {
     })
 }
 
-/// `trainer execute-task`: one array task of `grpo --execute-on slurm`.
+/// `trainer execute-task`: one array task of `grpo --execute --executor slurm`.
 #[cfg(feature = "execute")]
 pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()> {
     let host = swerve_host::Host::new(commands::plugin_host_config())?;

@@ -164,7 +164,7 @@ impl Executor for PatchExecutor {
     }
 }
 
-/// `--execute-on slurm`: the completions of a step are gathered as they are submitted, and the
+/// `--execute --executor slurm`: the completions of a step are gathered as they are submitted, and the
 /// first `wait` sends them all as one job array ([`SlurmExecutions`]); submissions after that
 /// start the next batch. Same executions, limits and content cache as the local executor.
 #[cfg(feature = "execute")]
