@@ -33,8 +33,7 @@ use crate::model::{CausalLm, Kernels, ModelConfig, ModelParams};
 use crate::predict::{PredictSettings, predict};
 use crate::prompt::PromptFormat;
 use crate::ranks::Ranks;
-use crate::report::metrics_log::{self, ReportTo, StepMetrics};
-use crate::report::plot;
+use crate::report::metrics_log::{ReportTo, StepMetrics};
 use crate::tokenizer::Tokenizer;
 use crate::train::RunOutput;
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
@@ -47,7 +46,7 @@ use swerve_swebench::Instance;
 pub const PREDICTIONS_MODEL_NAME: &str = "swerve-mini-tiny";
 
 /// The bundled run's settings (`trainer/configs/swerve-mini-tiny.toml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DemoConfig {
     /// Model and data settings.
@@ -62,7 +61,7 @@ pub struct DemoConfig {
 }
 
 /// The `[demo]` table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DemoSettings {
     /// Seed of the initial weights (the runs have their own `seed`s). Default 0.
@@ -232,13 +231,7 @@ fn run_on<D: Kernels<f32>>(
     )?;
     sft.train(Some(&mut output), &mut |m, s| on_step("sft", m, s))?;
     let sft_checkpoint = output.checkpoint_path(sft.state.step);
-    let sft_history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(
-        &sft_history,
-        &plot::SFT_PLOTS,
-        &sft_dir.join("plots"),
-        &format!("sft run {}", sft_dir.display()),
-    )?;
+    let sft_history = sft.plot(&output)?;
     seconds.insert("sft".to_owned(), phase.elapsed().as_secs_f64());
 
     // GRPO from the warmed-up weights.
@@ -254,11 +247,11 @@ fn run_on<D: Kernels<f32>>(
             tokenizer: &tokenizer,
             rewards,
             executor,
-            ranks: Ranks::single(),
         },
         warm,
         reference,
         None,
+        Ranks::single(),
     )?;
     let mut output = RunOutput::in_dir(
         &grpo_dir,
@@ -269,13 +262,7 @@ fn run_on<D: Kernels<f32>>(
     )?;
     grpo.train(Some(&mut output), &mut |m, s| on_step("grpo", m, s))?;
     let final_checkpoint = output.checkpoint_path(grpo.state.step);
-    let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(
-        &history,
-        &plot::GRPO_PLOTS,
-        &grpo_dir.join("plots"),
-        &format!("grpo run {}", grpo_dir.display()),
-    )?;
+    let history = grpo.plot(&output)?;
     seconds.insert("grpo".to_owned(), phase.elapsed().as_secs_f64());
 
     // Predictions from the final checkpoint, as `trainer predict` makes them.

@@ -21,14 +21,14 @@ use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
-use crate::model::{AdamW, CausalLm, Kernels, safetensors_io};
+use crate::model::{CausalLm, Kernels, safetensors_io};
 use crate::predict::retrieval::{ContextSettings, Localize, ModelLocalizer, Retriever};
 use crate::predict::{PredictSettings, predict};
 use crate::ranks::Ranks;
-use crate::report::metrics_log::{self, ReportTo, StepMetrics};
-use crate::report::plot;
+use crate::report::metrics_log::{ReportTo, StepMetrics};
 use crate::tokenizer::Tokenizer;
 use crate::train::RunOutput;
+use crate::train::driver::{Objective, Resume, Trainer};
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use crate::train::plan;
 use crate::train::rewards::{Executor, PluginRewards};
@@ -217,11 +217,6 @@ pub struct OutputSpec {
 }
 
 impl OutputSpec {
-    /// The run's name in plot titles: the output folder.
-    fn run_name(&self) -> String {
-        self.dir.display().to_string()
-    }
-
     /// The checkpoint of `step`.
     fn checkpoint_path(&self, step: u64) -> PathBuf {
         crate::train::checkpoint_path(&self.dir, step)
@@ -309,44 +304,33 @@ fn grpo_on<D: Kernels<f32>>(
         plugin_host_config(),
         cmd.reward_jobs,
     )?;
+    let (policy, resume) = start_model(&cmd.source, dev)?;
     // The frozen reference (the initial weights) only when β > 0, as TRL loads a reference
     // model only then; no copy of the initial weights otherwise.
-    let keep_reference = cmd.config.beta > 0.0;
-    let (policy, reference, resume) = match cmd.source.resume.as_deref() {
-        None => {
-            let initial = CausalLm::<f32, D>::load(&cmd.source.model, dev)?;
-            let reference = keep_reference.then(|| initial.clone());
-            (initial, reference, None)
+    let reference = match (cmd.config.beta > 0.0, cmd.source.resume.as_deref()) {
+        (false, _) => None,
+        (true, None) => Some(policy.clone()),
+        // `sync_ref_model` moves the reference: the checkpoint holds where it stood.
+        (true, Some(dir)) if cmd.config.sync_ref_model => {
+            let folder = model_dir(dir)?.join(checkpoint::REFERENCE_DIR);
+            if !folder.is_dir() {
+                return Err(Error::Checkpoint {
+                    path: dir.to_path_buf(),
+                    reason: format!(
+                        "`sync_ref_model = true` needs the synced reference weights, and the \
+                         checkpoint has no {}/ folder (it comes from a run without \
+                         sync_ref_model)",
+                        checkpoint::REFERENCE_DIR
+                    ),
+                });
+            }
+            let params = safetensors_io::load_params(&folder, &policy.config, dev)?;
+            Some(CausalLm::new(policy.config.clone(), params))
         }
-        Some(dir) => {
-            let (policy, resume) = resume_checkpoint(dir, dev)?;
-            let reference = match keep_reference {
-                false => None,
-                // `sync_ref_model` moves the reference: the checkpoint holds where it stood.
-                true if cmd.config.sync_ref_model => {
-                    let folder = model_dir(dir)?.join(checkpoint::REFERENCE_DIR);
-                    if !folder.is_dir() {
-                        return Err(Error::Checkpoint {
-                            path: dir.to_path_buf(),
-                            reason: format!(
-                                "`sync_ref_model = true` needs the synced reference weights, and \
-                                 the checkpoint has no {}/ folder (it comes from a run without \
-                                 sync_ref_model)",
-                                checkpoint::REFERENCE_DIR
-                            ),
-                        });
-                    }
-                    let params = safetensors_io::load_params(&folder, &policy.config, dev)?;
-                    Some(CausalLm::new(policy.config.clone(), params))
-                }
-                true => Some(CausalLm::<f32, D>::load(&cmd.source.model, dev)?),
-            };
-            (policy, reference, Some(resume))
-        }
+        (true, Some(_)) => Some(CausalLm::<f32, D>::load(&cmd.source.model, dev)?),
     };
-    let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
     let executor = cmd.execute.as_ref().map(start_executor).transpose()?;
-    let mut trainer = GrpoTrainer::new(
+    let trainer = GrpoTrainer::new(
         cmd.config.clone(),
         GrpoInputs {
             tasks: &tasks,
@@ -354,37 +338,56 @@ fn grpo_on<D: Kernels<f32>>(
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: executor.as_deref(),
-            ranks: cmd.ranks.clone(),
         },
         policy,
         reference,
         resume,
+        cmd.ranks.clone(),
     )?;
-    let plan = plan::check(&trainer.plan_inputs(device).plan(), cmd.force)?;
-    let mut output = rank_output(&cmd.output, &cmd.ranks, &plan, resumed_at, tokenizer_path)?;
-    trainer.train(output.as_mut(), on_step)?;
-    plot_run(output.as_ref(), &cmd.output, &plot::GRPO_PLOTS, "grpo")?;
-    Ok(cmd.output.checkpoint_path(trainer.state.step))
+    run_to_end(
+        trainer,
+        device,
+        cmd.force,
+        &cmd.output,
+        tokenizer_path,
+        on_step,
+    )
 }
 
-/// Rank 0's plots of a finished `kind` run (`sft`, `grpo`) from its metrics log.
-fn plot_run(
-    output: Option<&RunOutput>,
+/// Runs `trainer` to its end on `device`: rank 0 prints the memory plan (refused when it does
+/// not fit, unless `force`), writes the metrics and checkpoints into `spec`'s folder and draws
+/// the plots. Returns the final checkpoint.
+fn run_to_end<D: Kernels<f32>, O: Objective<D>>(
+    mut trainer: Trainer<D, O>,
+    device: DeviceSpec,
+    force: bool,
     spec: &OutputSpec,
-    plots: &[&str],
-    kind: &str,
-) -> Result<()> {
-    let Some(output) = output else {
-        return Ok(());
-    };
-    let history = metrics_log::read(output.metrics.path())?;
-    plot::plot_metrics(
-        &history,
-        plots,
-        &spec.dir.join("plots"),
-        &format!("{kind} run {}", spec.run_name()),
-    )?;
-    Ok(())
+    tokenizer_json: PathBuf,
+    on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+) -> Result<PathBuf> {
+    let plan = plan::check(&trainer.plan_inputs(device).plan(), force)?;
+    let resumed_at = trainer.state.step;
+    let mut output = rank_output(spec, trainer.ranks(), &plan, resumed_at, tokenizer_json)?;
+    trainer.train(output.as_mut(), on_step)?;
+    if let Some(output) = &output {
+        trainer.plot(output)?;
+    }
+    Ok(spec.checkpoint_path(trainer.state.step))
+}
+
+/// A run's starting model, with what it resumes when it continues a checkpoint.
+type Start<D> = (CausalLm<f32, D>, Option<Resume<D>>);
+
+/// The model a run starts from: `source.model`, or the checkpoint `source.resume` with the
+/// optimiser and run state it continues with.
+fn start_model<D: Kernels<f32>>(source: &ModelSource, dev: &D) -> Result<Start<D>> {
+    match source.resume.as_deref() {
+        None => Ok((CausalLm::<f32, D>::load(&source.model, dev)?, None)),
+        Some(dir) => {
+            let (model, optimizer, run) = checkpoint::load_resumable(model_dir(dir)?, dev)?;
+            Ok((model, Some((optimizer, run))))
+        }
+    }
 }
 
 /// Where SFT examples come from.
@@ -439,15 +442,8 @@ fn sft_on<D: Kernels<f32>>(
             &Prompter::for_model(*style, &cmd.source.model)?,
         )?,
     };
-    let (model, resume) = match cmd.source.resume.as_deref() {
-        None => (CausalLm::<f32, D>::load(&cmd.source.model, dev)?, None),
-        Some(dir) => {
-            let (model, resume) = resume_checkpoint(dir, dev)?;
-            (model, Some(resume))
-        }
-    };
-    let resumed_at = resume.as_ref().map_or(0, |(_, s)| s.step);
-    let mut trainer = SftTrainer::new(
+    let (model, resume) = start_model(&cmd.source, dev)?;
+    let trainer = SftTrainer::new(
         cmd.config.clone(),
         &examples,
         &tokenizer,
@@ -455,23 +451,14 @@ fn sft_on<D: Kernels<f32>>(
         resume,
         cmd.ranks.clone(),
     )?;
-    let plan = plan::check(&trainer.plan_inputs(device).plan(), cmd.force)?;
-    let mut output = rank_output(&cmd.output, &cmd.ranks, &plan, resumed_at, tokenizer_path)?;
-    trainer.train(output.as_mut(), on_step)?;
-    plot_run(output.as_ref(), &cmd.output, &plot::SFT_PLOTS, "sft")?;
-    Ok(cmd.output.checkpoint_path(trainer.state.step))
-}
-
-/// What a run continues with besides its model: the optimiser and the run's state.
-type Resume<D> = (AdamW<f32, D>, RunState);
-
-/// A run's model, optimiser and state from one of its checkpoints (`--resume`).
-fn resume_checkpoint<D: Kernels<f32>>(
-    dir: &Path,
-    dev: &D,
-) -> Result<(CausalLm<f32, D>, Resume<D>)> {
-    let (model, optimizer, run) = checkpoint::load_resumable(model_dir(dir)?, dev)?;
-    Ok((model, (optimizer, run)))
+    run_to_end(
+        trainer,
+        device,
+        cmd.force,
+        &cmd.output,
+        tokenizer_path,
+        on_step,
+    )
 }
 
 /// `trainer predict`.

@@ -6,28 +6,15 @@
 //! must not silently fall back to the default). Values are then range-checked by
 //! [`GrpoConfig::validate`]; every error names the field.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::GrpoError;
 use super::advantages::ScaleRewards;
 pub use super::loss::ImportanceSamplingLevel;
 use super::loss::{LossType, Normalisation, ObjectiveParams, SapoTemperatures, VespoParams};
-
-/// The learning-rate schedule (`lr_scheduler_type`). Only the schedules swerve implements are
-/// accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LrSchedulerType {
-    /// Linear warm-up, then linear decay to 0 (default).
-    #[default]
-    Linear,
-    /// Linear warm-up, then cosine decay to 0.
-    Cosine,
-    /// Constant, no warm-up.
-    Constant,
-    /// Linear warm-up, then constant.
-    ConstantWithWarmup,
-}
+use crate::train::arguments::{
+    TrainingArguments, check, deserialize_flat, finite_at_least, positive, unit_closed, unit_open,
+};
 
 /// How several reward functions are combined (`multi_objective_aggregation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -47,44 +34,22 @@ pub enum MultiObjectiveAggregation {
 ///
 /// `GrpoConfig::default()` is TRL 1.16.0's default configuration, the same as parsing an empty
 /// TOML document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+// `remote = "Self"`: the derived deserializer reads GRPO's own keys, as an inherent
+// `GrpoConfig::deserialize`, which the `Deserialize` impl below runs beside the training
+// arguments' keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct GrpoConfig {
-    // ---- optimiser and schedule (TrainingArguments) ----
-    /// AdamW learning rate. Default **1e-6** (GRPOConfig overrides TrainingArguments' 5e-5).
-    pub learning_rate: f64,
-    /// AdamW decoupled weight decay. Default 0.0.
-    pub weight_decay: f64,
-    /// AdamW β₁. Default 0.9.
-    pub adam_beta1: f64,
-    /// AdamW β₂. Default 0.999.
-    pub adam_beta2: f64,
-    /// AdamW ε. Default 1e-8.
-    pub adam_epsilon: f64,
-    /// Global gradient-norm clipping threshold; 0 turns clipping off. Default **1.0**.
-    pub max_grad_norm: f64,
-    /// Learning-rate schedule. Default `linear`.
-    pub lr_scheduler_type: LrSchedulerType,
-    /// Share of the training steps used for linear warm-up. Default 0.0.
-    pub warmup_ratio: f64,
-    /// Warm-up steps; when > 0 it overrides `warmup_ratio`. Default 0.
-    pub warmup_steps: usize,
-    /// Passes over the prompt dataset, when `max_steps` is not set. Default 3.0.
-    pub num_train_epochs: f64,
-    /// Total optimiser steps; -1 means "from `num_train_epochs`". Default -1.
-    pub max_steps: i64,
-    /// Completions per micro-batch on each process. Default 8.
-    pub per_device_train_batch_size: usize,
-    /// Micro-batches per optimiser step (GAS). Default 1.
-    pub gradient_accumulation_steps: usize,
-    /// Random seed for sampling and shuffling. Default 42.
-    pub seed: u64,
+    // ---- optimiser, schedule, batch shape (TrainingArguments) ----
+    /// The settings every loop shares, at the top level of the table. GRPO's defaults:
+    /// `learning_rate` **1e-6** (GRPOConfig overrides TrainingArguments' 5e-5) and
+    /// `gradient_checkpointing` true; the others are `TrainingArguments`'.
+    #[serde(skip)]
+    pub training: TrainingArguments,
     /// Optimiser steps between two metric logs. Default 10.
     pub logging_steps: usize,
     /// Train in bf16. Default true (dfdx has no bf16: the model code decides what this means).
     pub bf16: bool,
-    /// Recompute activations in the backward pass. Default true.
-    pub gradient_checkpointing: bool,
     /// Turn dropout off in the policy and reference models. Default false.
     pub disable_dropout: bool,
 
@@ -183,23 +148,13 @@ pub struct GrpoConfig {
 impl Default for GrpoConfig {
     fn default() -> Self {
         GrpoConfig {
-            learning_rate: 1e-6,
-            weight_decay: 0.0,
-            adam_beta1: 0.9,
-            adam_beta2: 0.999,
-            adam_epsilon: 1e-8,
-            max_grad_norm: 1.0,
-            lr_scheduler_type: LrSchedulerType::Linear,
-            warmup_ratio: 0.0,
-            warmup_steps: 0,
-            num_train_epochs: 3.0,
-            max_steps: -1,
-            per_device_train_batch_size: 8,
-            gradient_accumulation_steps: 1,
-            seed: 42,
+            training: TrainingArguments {
+                learning_rate: 1e-6,
+                gradient_checkpointing: true,
+                ..TrainingArguments::default()
+            },
             logging_steps: 10,
             bf16: true,
-            gradient_checkpointing: true,
             disable_dropout: false,
             num_generations: 8,
             max_completion_length: 512,
@@ -244,6 +199,17 @@ impl Default for GrpoConfig {
     }
 }
 
+impl<'de> Deserialize<'de> for GrpoConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // `GrpoConfig::deserialize` is the derived, inherent one (own keys only).
+        let (config, training) =
+            deserialize_flat(deserializer, GrpoConfig::default().training, |own| {
+                GrpoConfig::deserialize(own)
+            })?;
+        Ok(Self { training, ..config })
+    }
+}
+
 impl GrpoConfig {
     /// Parses a TOML document with TRL's key names and validates it.
     pub fn from_toml_str(text: &str) -> Result<Self, GrpoError> {
@@ -265,50 +231,7 @@ impl GrpoConfig {
     /// Checks every value's range and the combinations TRL rejects, assuming one process (the
     /// generation batch must hold whole groups of `num_generations`).
     pub fn validate(&self) -> Result<(), GrpoError> {
-        let finite_at_least = |field, value: f64, min: f64| {
-            check(field, value.is_finite() && value >= min, || {
-                format!("must be a finite number >= {min}, got {value}")
-            })
-        };
-        let unit_open = |field, value: f64| {
-            check(field, (0.0..1.0).contains(&value), || {
-                format!("must be in [0, 1), got {value}")
-            })
-        };
-        let unit_closed = |field, value: f64| {
-            check(field, (0.0..=1.0).contains(&value), || {
-                format!("must be in [0, 1], got {value}")
-            })
-        };
-        let positive = |field, value: usize| {
-            check(field, value >= 1, || "must be at least 1, got 0".to_owned())
-        };
-
-        finite_at_least("learning_rate", self.learning_rate, 0.0)?;
-        finite_at_least("weight_decay", self.weight_decay, 0.0)?;
-        unit_open("adam_beta1", self.adam_beta1)?;
-        unit_open("adam_beta2", self.adam_beta2)?;
-        check(
-            "adam_epsilon",
-            self.adam_epsilon.is_finite() && self.adam_epsilon > 0.0,
-            || format!("must be a finite number > 0, got {}", self.adam_epsilon),
-        )?;
-        finite_at_least("max_grad_norm", self.max_grad_norm, 0.0)?;
-        unit_closed("warmup_ratio", self.warmup_ratio)?;
-        finite_at_least("num_train_epochs", self.num_train_epochs, 0.0)?;
-        check(
-            "max_steps",
-            self.max_steps == -1 || self.max_steps > 0,
-            || format!("must be -1 (unset) or positive, got {}", self.max_steps),
-        )?;
-        positive(
-            "per_device_train_batch_size",
-            self.per_device_train_batch_size,
-        )?;
-        positive(
-            "gradient_accumulation_steps",
-            self.gradient_accumulation_steps,
-        )?;
+        self.training.validate()?;
         positive("logging_steps", self.logging_steps)?;
 
         check("num_generations", self.num_generations >= 2, || {
@@ -328,7 +251,7 @@ impl GrpoConfig {
         }
         positive("num_processes", self.num_processes)?;
         if let Some(size) = self.generation_batch_size {
-            let step = self.per_device_train_batch_size * self.num_processes;
+            let step = self.training.per_device_train_batch_size * self.num_processes;
             check(
                 "generation_batch_size",
                 size > 0 && size % step == 0,
@@ -438,9 +361,9 @@ impl GrpoConfig {
         match (self.steps_per_generation, self.generation_batch_size) {
             (Some(steps), _) => steps,
             (None, Some(size)) => {
-                size / (self.per_device_train_batch_size * self.num_processes).max(1)
+                size / (self.training.per_device_train_batch_size * self.num_processes).max(1)
             }
-            (None, None) => self.gradient_accumulation_steps,
+            (None, None) => self.training.gradient_accumulation_steps,
         }
     }
 
@@ -448,7 +371,9 @@ impl GrpoConfig {
     /// processes × steps_per_generation`.
     pub fn generation_batch_size(&self) -> usize {
         self.generation_batch_size.unwrap_or(
-            self.per_device_train_batch_size * self.num_processes * self.steps_per_generation(),
+            self.training.per_device_train_batch_size
+                * self.num_processes
+                * self.steps_per_generation(),
         )
     }
 
@@ -485,22 +410,11 @@ impl GrpoConfig {
     pub fn normalisation(&self, num_items_in_batch: f64, num_processes: usize) -> Normalisation {
         Normalisation {
             max_completion_length: self.max_completion_length,
-            gradient_accumulation_steps: self.gradient_accumulation_steps,
+            gradient_accumulation_steps: self.training.gradient_accumulation_steps,
             steps_per_generation: self.steps_per_generation(),
             num_processes,
             num_items_in_batch,
         }
-    }
-}
-
-fn check(field: &'static str, ok: bool, reason: impl FnOnce() -> String) -> Result<(), GrpoError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(GrpoError::InvalidConfig {
-            field,
-            reason: reason(),
-        })
     }
 }
 
@@ -528,7 +442,7 @@ mod tests {
         let config = GrpoConfig::from_toml_str("").unwrap();
         assert_eq!(config, GrpoConfig::default());
         assert_eq!(config.loss_type, LossType::Dapo);
-        assert_eq!(config.learning_rate, 1e-6);
+        assert_eq!(config.training.learning_rate, 1e-6);
         assert_eq!(config.beta, 0.0);
         assert_eq!(config.epsilon_high(), 0.2);
         assert_eq!(config.steps_per_generation(), 1);

@@ -94,3 +94,12 @@ fn key_suffix(key: &Option<String>) -> String {
         .map(|k| format!(" key `{k}`"))
         .unwrap_or_default()
 }
+
+impl From<crate::train::arguments::InvalidSetting> for GrpoError {
+    fn from(e: crate::train::arguments::InvalidSetting) -> Self {
+        Self::InvalidConfig {
+            field: e.field,
+            reason: e.reason,
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! The GRPO training loop, as TRL's `GRPOTrainer` runs it: sample G completions per prompt with the policy, score
 //! them with the reward functions, turn rewards into group advantages, and update the policy
 //! with the clipped, optionally KL-penalised objective of [`crate::train::grpo_objective`], normalised by
-//! the configured `loss_type`.
+//! the configured `loss_type`. [`Grpo`] is the loop's [`Objective`]; the training driver
+//! ([`crate::train::driver`]) runs its steps, logs and checkpoints them.
 //!
 //! The loop follows TRL's schedule of micro-steps. A generation batch of
 //! `generation_batch_size` completions is sampled every `steps_per_generation × num_iterations`
@@ -29,7 +30,6 @@
 //! are therefore only taken at steps where no generation batch is half used.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use dfdx::prelude::*;
 use rand::seq::SliceRandom;
@@ -38,24 +38,24 @@ use swerve_host::{Execution, Sample};
 
 use crate::checkpoint::RunState;
 use crate::data::Prompter;
-use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
 use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
 use crate::grpo::advantages::{TRL_STD_EPS, batch_advantages};
 use crate::grpo::loss::{MetricSums, MicroBatchScope, ObjectiveParams, entropy_threshold};
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
 use crate::grpo::{GrpoConfig, GrpoError, Normalisation, rewards};
-use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels, ModelParams};
+use crate::model::{CausalLm, Kernels, ModelParams};
 use crate::predict::patch::completion_patch;
 use crate::ranks::Ranks;
-use crate::report::metrics_log::StepMetrics;
+use crate::report::plot;
 use crate::tokenizer::Tokenizer;
+use crate::train::arguments::TrainingArguments;
 use crate::train::batch::{Packed, pack_to};
+use crate::train::derive_seed;
+use crate::train::driver::{Objective, Resume, StepContext, Trainer};
 use crate::train::grpo_objective::{MicroBatch, grpo_loss};
 use crate::train::plan::PlanInputs;
 use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
-use crate::train::schedule::Schedule;
-use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 use swerve_swebench::Instance;
 
 /// Seed streams: each kind of random choice has its own generator.
@@ -75,8 +75,6 @@ pub struct GrpoInputs<'a> {
     pub rewards: &'a dyn RewardFunctions,
     /// Runs each completion's patch first when given (`--execute`), filling `Sample.execution`.
     pub executor: Option<&'a dyn Executor>,
-    /// The data-parallel ranks this process is one of ([`Ranks::single`] alone).
-    pub ranks: Ranks,
 }
 
 /// One micro-batch of a generation batch, with everything its loss needs.
@@ -96,7 +94,7 @@ struct ScoredBatch {
     prompts: Vec<Vec<u32>>,
     completions: Vec<Vec<u32>>,
     advantages: Vec<f64>,
-    /// Rows the loss ignores ([`GrpoTrainer::loss_masked`]).
+    /// Rows the loss ignores ([`Grpo::loss_masked`]).
     masked: Vec<bool>,
 }
 
@@ -145,42 +143,57 @@ impl<'s> ExecutionSubmitter<'s> {
     }
 }
 
-/// A GRPO run in progress: the policy, the optimiser, the frozen reference and the counters.
-pub struct GrpoTrainer<'a, D: Kernels<f32>> {
+/// GRPO as an [`Objective`] of the training driver: the tasks and their prompts, the frozen (or
+/// synced) reference, and the buffered micro-batches of the current generation batch.
+pub struct Grpo<'a, D: Kernels<f32>> {
     config: GrpoConfig,
     inputs: GrpoInputs<'a>,
     /// Each task's prompt as text (what reward plugins see), rendered once.
     prompt_texts: Vec<String>,
     /// The same prompts as token ids.
     prompts: Vec<Vec<u32>>,
-    /// The policy being trained.
-    pub policy: CausalLm<f32, D>,
     reference: Option<CausalLm<f32, D>>,
-    /// Its optimiser.
-    pub optimizer: AdamW<f32, D>,
-    /// Where the run stands.
-    pub state: RunState,
-    schedule: Schedule,
     pad: u32,
     buffer: Vec<BufferedMicroBatch>,
+    /// The adaptive entropy controller's window of the step in progress: Σ H·M' and Σ M'.
+    window: [f64; 2],
 }
 
+/// A GRPO run in progress: the policy, the optimiser, the frozen reference and the counters.
+pub type GrpoTrainer<'a, D> = Trainer<D, Grpo<'a, D>>;
+
 impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
-    /// Prepares a run of `policy` (with a fresh optimiser, or the `resume` optimiser and state
-    /// of a checkpoint). `reference` is the frozen reference, the weights the run started
-    /// from: needed when β > 0 (an error without it), dropped unused when β = 0, where TRL
-    /// loads no reference model either (pass `None` then, so that no copy is ever made).
+    /// Prepares a GRPO run of `policy` on `ranks` (this process is one of them;
+    /// [`Ranks::single`] alone), with a fresh optimiser, or the `resume` optimiser and state of
+    /// a checkpoint. `reference` is the frozen reference, the weights the run started from:
+    /// needed when β > 0 (an error without it), dropped unused when β = 0, where TRL loads no
+    /// reference model either (pass `None` then, so that no copy is ever made).
+    pub fn new(
+        config: GrpoConfig,
+        inputs: GrpoInputs<'a>,
+        policy: CausalLm<f32, D>,
+        reference: Option<CausalLm<f32, D>>,
+        resume: Option<Resume<D>>,
+        ranks: Ranks,
+    ) -> Result<Self> {
+        let objective = Grpo::new(config, inputs, &policy, reference, &ranks)?;
+        Trainer::with_objective(objective, policy, resume, ranks)
+    }
+}
+
+impl<'a, D: Kernels<f32>> Grpo<'a, D> {
+    /// Checks the settings for a run on `ranks` and renders every task's prompt for `policy`.
+    /// `reference`: as `GrpoTrainer::new` takes it.
     pub fn new(
         mut config: GrpoConfig,
         inputs: GrpoInputs<'a>,
-        mut policy: CausalLm<f32, D>,
+        policy: &CausalLm<f32, D>,
         reference: Option<CausalLm<f32, D>>,
-        resume: Option<(AdamW<f32, D>, RunState)>,
+        ranks: &Ranks,
     ) -> Result<Self> {
-        config.num_processes = inputs.ranks.world_size();
+        config.num_processes = ranks.world_size();
         config.validate().map_err(Error::GrpoConfig)?;
         check_supported(&config)?;
-        policy.gradient_checkpointing = config.gradient_checkpointing;
         if config.bf16 {
             tracing::warn!(
                 "bf16 = true: dfdx 0.13 has no bf16 arithmetic, so training runs in f32 \
@@ -216,54 +229,16 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             .iter()
             .map(|p| inputs.tokenizer.encode(p, add_special_tokens))
             .collect::<Result<Vec<_>>>()?;
-        let generate_every = generate_every(&config);
-        let total_steps = total_steps(&config, inputs.tasks.len());
-        let (optimizer, state) = match resume {
-            Some((mut optimizer, state)) => {
-                if state.kind != "grpo" || state.micro_step % generate_every != 0 {
-                    return Err(Error::Training {
-                        reason: format!(
-                            "cannot resume a `{}` checkpoint at micro-step {} (GRPO resumes \
-                             only between generation batches)",
-                            state.kind, state.micro_step
-                        ),
-                    });
-                }
-                state.check_ranks(inputs.ranks.world_size())?;
-                optimizer.config = adamw_config(&config);
-                (optimizer, state)
-            }
-            None => (
-                AdamW::new(adamw_config(&config)),
-                RunState {
-                    kind: "grpo".into(),
-                    total_steps: total_steps as u64,
-                    num_processes: inputs.ranks.world_size() as u64,
-                    ..RunState::default()
-                },
-            ),
-        };
-        let schedule = Schedule::new(
-            config.learning_rate,
-            config.lr_scheduler_type,
-            config.warmup_steps,
-            config.warmup_ratio,
-            state.total_steps as usize,
-        );
-        let pad = pad_token(&policy);
         let reference = reference.filter(|_| config.beta > 0.0);
         Ok(Self {
+            pad: pad_token(policy),
             config,
             inputs,
             prompt_texts,
             prompts,
-            policy,
             reference,
-            optimizer,
-            state,
-            schedule,
-            pad,
             buffer: Vec::new(),
+            window: [0.0, 0.0],
         })
     }
 
@@ -271,166 +246,127 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     pub fn config(&self) -> &GrpoConfig {
         &self.config
     }
+}
 
-    /// The reference weights when the run moves them (`sync_ref_model`), which its checkpoints
-    /// must then hold.
-    pub fn synced_reference(&self) -> Option<&ModelParams<f32, D>> {
+impl<D: Kernels<f32>> Objective<D> for Grpo<'_, D> {
+    const KIND: &'static str = "grpo";
+    const PLOTS: &'static [&'static str] = &plot::GRPO_PLOTS;
+
+    fn arguments(&self) -> &TrainingArguments {
+        &self.config.training
+    }
+
+    /// `max_steps`, or enough for `num_train_epochs` passes over the tasks ([`total_steps`]).
+    fn total_steps(&self, _world_size: usize) -> u64 {
+        total_steps(&self.config, self.inputs.tasks.len())
+    }
+
+    /// GRPO resumes only between generation batches: the buffered one is not in a checkpoint.
+    fn check_resume(&self, state: &RunState) -> Result<()> {
+        if self.resumable_at(state) {
+            return Ok(());
+        }
+        Err(Error::Training {
+            reason: format!(
+                "cannot resume at micro-step {} (GRPO resumes only between generation batches)",
+                state.micro_step
+            ),
+        })
+    }
+
+    /// `gradient_accumulation_steps` micro-batches, generating a batch whenever the buffer runs
+    /// out.
+    fn accumulate(
+        &mut self,
+        mut cx: StepContext<'_, D>,
+        mut grads: Gradients<f32, D>,
+    ) -> Result<(f64, Gradients<f32, D>)> {
+        let mut loss = 0.0;
+        let spg = self.config.steps_per_generation();
+        self.window = [0.0, 0.0];
+        for _ in 0..self.config.training.gradient_accumulation_steps {
+            if cx
+                .state
+                .micro_step
+                .is_multiple_of(generate_every(&self.config))
+            {
+                self.generate_batch(&mut cx)?;
+            }
+            let index = (cx.state.micro_step % spg as u64) as usize;
+            let (value, new_grads, bonus) = self.micro_step(index, grads, &mut cx)?;
+            grads = new_grads;
+            loss += value;
+            self.window[0] += bonus[0];
+            self.window[1] += bonus[1];
+            cx.state.micro_step += 1;
+        }
+        Ok((loss, grads))
+    }
+
+    /// The adaptive entropy controller's update, and TR-DPO's reference update, after the step
+    /// as TRL's SyncRefModelCallback does it.
+    fn after_step(&mut self, cx: StepContext<'_, D>) -> Result<()> {
+        self.update_entropy_coef(cx.state);
+        if self.entropy_bonus() {
+            cx.metrics
+                .record("entropy_coef", self.entropy_coef(cx.state));
+        }
+        if self.config.sync_ref_model
+            && cx
+                .state
+                .step
+                .is_multiple_of(self.config.ref_model_sync_steps as u64)
+            && let Some(reference) = self.reference.as_mut()
+        {
+            cx.model
+                .params
+                .mix_into(&mut reference.params, self.config.ref_model_mixup_alpha);
+        }
+        Ok(())
+    }
+
+    fn epoch(&self, state: &RunState) -> f64 {
+        (state.generation * self.prompts_per_generation() as u64) as f64
+            / self.inputs.tasks.len() as f64
+    }
+
+    /// Only between generation batches.
+    fn resumable_at(&self, state: &RunState) -> bool {
+        state
+            .micro_step
+            .is_multiple_of(generate_every(&self.config))
+    }
+
+    /// The reference weights when the run moves them (`sync_ref_model`).
+    fn checkpoint_reference(&self) -> Option<&ModelParams<f32, D>> {
         self.reference
             .as_ref()
             .filter(|_| self.config.sync_ref_model)
             .map(|r| &r.params)
     }
 
-    /// What this run will hold on `device`, for its memory plan: micro-batches of the longest
-    /// prompt and a full-length completion, and whole generation batches.
-    pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
+    /// Micro-batches of the longest prompt and a full-length completion, and this rank's share
+    /// of whole generation batches.
+    fn plan_inputs(&self, model: PlanInputs, ranks: &Ranks) -> PlanInputs {
         let prompt = self.prompts.iter().map(Vec::len).max().unwrap_or(0);
         let completion = self.config.max_completion_length;
         PlanInputs {
-            model: self.policy.config.clone(),
-            device,
-            kernels: self.policy.kernels,
-            rows: self.config.per_device_train_batch_size,
+            rows: self.config.training.per_device_train_batch_size,
             seq: prompt + completion,
             completion,
-            gradient_checkpointing: self.policy.gradient_checkpointing,
-            logits_chunk_rows: self.policy.logits_chunk_rows,
             reference: self.reference.is_some(),
-            // This rank samples its share of each generation batch.
             generation: Some((
                 self.config
                     .generation_batch_size()
-                    .div_ceil(self.inputs.ranks.world_size()),
+                    .div_ceil(ranks.world_size()),
                 prompt + completion,
             )),
+            ..model
         }
     }
+}
 
-    /// Whether every planned step has been taken.
-    pub fn finished(&self) -> bool {
-        self.state.step >= self.state.total_steps
-    }
-
-    /// Runs the remaining steps, appending each step's metrics to `output`'s log, calling
-    /// `on_step` after each, and checkpointing as `output` says (always after the last step).
-    /// `output` is rank 0's alone (`None` on the other ranks, which write nothing).
-    pub fn train(
-        &mut self,
-        mut output: Option<&mut RunOutput>,
-        on_step: &mut dyn FnMut(&StepMetrics, &RunState),
-    ) -> Result<()> {
-        let mut first = true;
-        while !self.finished() {
-            let metrics = self.step()?;
-            // The ranks' parameters agree after this process's first step and the last (checked).
-            if std::mem::take(&mut first) || self.finished() {
-                self.inputs
-                    .ranks
-                    .check_same_params(&self.policy.params, metrics.step)?;
-            }
-            on_step(&metrics, &self.state);
-            let Some(output) = output.as_deref_mut() else {
-                continue;
-            };
-            output.metrics.append(&metrics)?;
-            let at_boundary = self
-                .state
-                .micro_step
-                .is_multiple_of(generate_every(&self.config));
-            // The last step always saves, also inside a generation batch (such a checkpoint
-            // holds the final weights but does not resume: `new` refuses it).
-            if (at_boundary && output.due(self.state.step)) || self.finished() {
-                output.save(
-                    &self.policy,
-                    &self.optimizer,
-                    &self.state,
-                    self.synced_reference(),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    /// One optimiser step: `gradient_accumulation_steps` micro-batches (generating when the
-    /// buffer runs out), clipping and AdamW. Returns the step's metrics.
-    pub fn step(&mut self) -> Result<StepMetrics> {
-        let started = Instant::now();
-        let tokens_before = self.state.num_tokens;
-        let mut acc = MetricsAccumulator::default();
-        let mut grads = self.policy.params.alloc_grads();
-        let mut loss = 0.0;
-        let spg = self.config.steps_per_generation();
-        // The adaptive entropy controller's window: Σ H·M' and Σ M' over the step.
-        let mut window = [0.0, 0.0];
-        for _ in 0..self.config.gradient_accumulation_steps {
-            if self
-                .state
-                .micro_step
-                .is_multiple_of(generate_every(&self.config))
-            {
-                self.generate_batch(&mut acc)?;
-            }
-            let index = (self.state.micro_step % spg as u64) as usize;
-            let (value, new_grads, bonus) = self.micro_step(index, grads, &mut acc)?;
-            grads = new_grads;
-            loss += value;
-            window[0] += bonus[0];
-            window[1] += bonus[1];
-            self.state.micro_step += 1;
-        }
-        let ranks = &self.inputs.ranks;
-        let reduce = Instant::now();
-        ranks.all_reduce_grads(&self.policy.params, &mut grads)?;
-        let reduce = reduce.elapsed().as_secs_f64();
-        let mut total = [loss];
-        ranks.sum(&mut total)?;
-        let [loss] = total;
-        let lr = self.schedule.lr(self.state.step as usize);
-        self.optimizer.config.lr = lr;
-        let stats = self.optimizer.step(&mut self.policy.params, &mut grads);
-        self.state.step += 1;
-        self.update_entropy_coef(window);
-        if self.entropy_bonus() {
-            acc.record("entropy_coef", self.entropy_coef());
-        }
-        // TR-DPO's reference update, after the step as TRL's SyncRefModelCallback does it.
-        if self.config.sync_ref_model
-            && self
-                .state
-                .step
-                .is_multiple_of(self.config.ref_model_sync_steps as u64)
-            && let Some(reference) = self.reference.as_mut()
-        {
-            self.policy
-                .params
-                .mix_into(&mut reference.params, self.config.ref_model_mixup_alpha);
-        }
-        let elapsed = started.elapsed().as_secs_f64();
-        let mut values = acc.means();
-        let tokens = (self.state.num_tokens - tokens_before) as f64;
-        values.extend([
-            ("loss".to_owned(), loss),
-            ("grad_norm".to_owned(), stats.grad_norm),
-            ("learning_rate".to_owned(), lr),
-            ("num_tokens".to_owned(), self.state.num_tokens as f64),
-            ("step_time".to_owned(), elapsed),
-            ("tokens_per_second".to_owned(), tokens / elapsed.max(1e-9)),
-            (
-                "epoch".to_owned(),
-                (self.state.generation * self.prompts_per_generation() as u64) as f64
-                    / self.inputs.tasks.len() as f64,
-            ),
-        ]);
-        if self.inputs.ranks.world_size() > 1 {
-            // The collective's share of the step (swerve's own metric; several ranks only).
-            values.insert("allreduce_time".to_owned(), reduce);
-        }
-        Ok(StepMetrics {
-            step: self.state.step,
-            values,
-        })
-    }
-
+impl<D: Kernels<f32>> Grpo<'_, D> {
     fn prompts_per_generation(&self) -> usize {
         self.config.generation_batch_size() / self.config.num_generations
     }
@@ -439,13 +375,17 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     fn task_of(&self, k: u64) -> usize {
         let n = self.inputs.tasks.len() as u64;
         let mut order: Vec<usize> = (0..n as usize).collect();
-        let mut rng = StdRng::seed_from_u64(derive_seed(self.config.seed, STREAM_PROMPTS, k / n));
+        let mut rng = StdRng::seed_from_u64(derive_seed(
+            self.config.training.seed,
+            STREAM_PROMPTS,
+            k / n,
+        ));
         order.shuffle(&mut rng);
         order[(k % n) as usize]
     }
 
     /// Samples, scores and buffers one generation batch; records the reward and completion
-    /// metrics in `acc`.
+    /// metrics.
     ///
     /// The phases run in this order (and draw their random numbers from their own seeded
     /// streams): sampling, scoring, the completion metrics, then the shuffle into micro-batches.
@@ -453,47 +393,50 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// With several ranks, this rank samples, executes and scores its share of the prompts
     /// ([`Ranks::share`], whole groups), and the completions and rewards of all shares are
     /// gathered in prompt order before anything else uses them.
-    fn generate_batch(&mut self, acc: &mut MetricsAccumulator) -> Result<()> {
-        let tasks = self.batch_tasks();
+    fn generate_batch(&mut self, cx: &mut StepContext<'_, D>) -> Result<()> {
+        let tasks = self.batch_tasks(cx.state);
         let prompts: Vec<Vec<u32>> = tasks.iter().map(|&t| self.prompts[t].clone()).collect();
         let g = self.config.num_generations;
-        let share = self.inputs.ranks.share(tasks.len() / g);
+        let share = cx.ranks.share(tasks.len() / g);
         let rows = share.start * g..share.end * g;
         let (generation, executions) =
-            self.sample_completions(&tasks[rows.clone()], &prompts[rows.clone()], rows.start)?;
+            self.sample_completions(cx, &tasks[rows.clone()], &prompts[rows.clone()], rows.start)?;
         let texts = generation
             .completions
             .iter()
             .map(|c| self.inputs.tokenizer.decode(c, true))
             .collect::<Result<Vec<_>>>()?;
-        let per_func = self.score(&tasks[rows.clone()], rows.start, &texts, executions)?;
-        let (generation, per_func) = self.gather(generation, per_func)?;
-        let advantages = self.advantages(&per_func, acc)?;
-        self.record_completions(&prompts, &generation, acc)?;
+        let per_func = self.score(cx, &tasks[rows.clone()], rows.start, &texts, executions)?;
+        let (generation, per_func) = gather(cx.ranks, generation, per_func)?;
+        let advantages = self.advantages(&per_func, cx)?;
+        self.record_completions(&prompts, &generation, cx)?;
         let masked = self.loss_masked(&generation.finished);
-        self.buffer_micro_batches(&ScoredBatch {
-            prompts,
-            completions: generation.completions,
-            advantages,
-            masked,
-        })?;
-        self.state.generation += 1;
+        self.buffer_micro_batches(
+            cx,
+            &ScoredBatch {
+                prompts,
+                completions: generation.completions,
+                advantages,
+                masked,
+            },
+        )?;
+        cx.state.generation += 1;
         Ok(())
     }
 
     /// The task of every row of the current generation batch: each of its prompts `G` times in
     /// a row.
-    fn batch_tasks(&self) -> Vec<usize> {
+    fn batch_tasks(&self, state: &RunState) -> Vec<usize> {
         let g = self.config.num_generations;
         let per_gen = self.prompts_per_generation();
-        let first = self.state.generation * per_gen as u64;
+        let first = state.generation * per_gen as u64;
         (0..per_gen as u64)
             .flat_map(|j| std::iter::repeat_n(self.task_of(first + j), g))
             .collect()
     }
 
     /// The sampling settings of the current generation batch, seeded with its counter.
-    fn sampling_config(&self) -> SamplingConfig {
+    fn sampling_config(&self, cx: &StepContext<'_, D>) -> SamplingConfig {
         SamplingConfig {
             temperature: self.config.temperature,
             top_p: self.config.top_p,
@@ -501,9 +444,13 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             min_p: self.config.min_p,
             repetition_penalty: self.config.repetition_penalty,
             max_new_tokens: self.config.max_completion_length,
-            eos_token_ids: self.policy.config.eos_token_ids.clone(),
+            eos_token_ids: cx.model.config.eos_token_ids.clone(),
             pad_token_id: self.pad,
-            seed: derive_seed(self.config.seed, STREAM_SAMPLING, self.state.generation),
+            seed: derive_seed(
+                self.config.training.seed,
+                STREAM_SAMPLING,
+                cx.state.generation,
+            ),
             first_row: 0,
         }
     }
@@ -514,20 +461,21 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// without one, the executions are all `None`.
     fn sample_completions(
         &self,
+        cx: &StepContext<'_, D>,
         tasks: &[usize],
         prompts: &[Vec<u32>],
         first_row: usize,
     ) -> Result<(Generation, Vec<Option<PendingExecution>>)> {
         let sampling = SamplingConfig {
             first_row: first_row as u64,
-            ..self.sampling_config()
+            ..self.sampling_config(cx)
         };
         let Some(executor) = self.inputs.executor else {
-            let generation = generate(&self.policy, prompts, &sampling)?;
+            let generation = generate(cx.model, prompts, &sampling)?;
             return Ok((generation, (0..tasks.len()).map(|_| None).collect()));
         };
         let mut submitter = ExecutionSubmitter::new(executor, &self.inputs, tasks);
-        let generation = generate_streaming(&self.policy, prompts, &sampling, &mut |row, c| {
+        let generation = generate_streaming(cx.model, prompts, &sampling, &mut |row, c| {
             submitter.submit(row, c)
         })?;
         Ok((generation, submitter.finish()?))
@@ -538,6 +486,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// `k`'s reward for row `i`.
     fn score(
         &self,
+        cx: &StepContext<'_, D>,
         tasks: &[usize],
         first_row: usize,
         texts: &[String],
@@ -550,40 +499,13 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             .enumerate()
             .map(|(i, ((&t, text), execution))| {
                 let execution = execution.map(PendingExecution::wait).transpose()?;
-                Ok(self.sample(t, first_row + i, text, execution))
+                Ok(self.sample(cx.state.generation, t, first_row + i, text, execution))
             })
             .collect::<Result<_>>()?;
         let per_func = self.inputs.rewards.score(&samples)?;
         rewards::check_shape(&per_func, &self.inputs.rewards.weights())
-            .map_err(|e| self.batch_error(e))?;
+            .map_err(|e| batch_error(cx.state, e))?;
         Ok(per_func)
-    }
-
-    /// Every rank's completions and rewards, concatenated in rank order (= row order, since
-    /// ranks hold consecutive shares).
-    fn gather(
-        &self,
-        generation: Generation,
-        per_func: Vec<Vec<Option<f64>>>,
-    ) -> Result<(Generation, Vec<Vec<Option<f64>>>)> {
-        let ranks = &self.inputs.ranks;
-        if ranks.world_size() == 1 {
-            return Ok((generation, per_func));
-        }
-        let shares = ranks.gather((generation.completions, generation.finished, per_func))?;
-        let mut all = (
-            Generation {
-                completions: Vec::new(),
-                finished: Vec::new(),
-            },
-            Vec::new(),
-        );
-        for (completions, finished, per_func) in shares {
-            all.0.completions.extend(completions);
-            all.0.finished.extend(finished);
-            all.1.extend(per_func);
-        }
-        Ok(all)
     }
 
     /// Turns the whole batch's rewards into advantages (`multi_objective_aggregation`,
@@ -591,7 +513,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     fn advantages(
         &self,
         per_func: &[Vec<Option<f64>>],
-        acc: &mut MetricsAccumulator,
+        cx: &mut StepContext<'_, D>,
     ) -> Result<Vec<f64>> {
         let weights = self.inputs.rewards.weights();
         let (stats, advantages) = batch_advantages(
@@ -602,8 +524,8 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             self.config.multi_objective_aggregation,
             TRL_STD_EPS,
         )
-        .map_err(|e| self.batch_error(e))?;
-        acc.record_all(reward_metrics(
+        .map_err(|e| batch_error(cx.state, e))?;
+        cx.metrics.record_all(reward_metrics(
             &stats,
             &advantages,
             per_func,
@@ -617,12 +539,14 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         &mut self,
         prompts: &[Vec<u32>],
         generation: &Generation,
-        acc: &mut MetricsAccumulator,
+        cx: &mut StepContext<'_, D>,
     ) -> Result<()> {
         let lengths: Vec<usize> = generation.completions.iter().map(Vec::len).collect();
         let truncated: Vec<bool> = generation.finished.iter().map(|f| !f).collect();
-        acc.record_all(completion_metrics(&lengths, &truncated).map_err(|e| self.batch_error(e))?);
-        self.state.num_tokens += prompts
+        let metrics =
+            completion_metrics(&lengths, &truncated).map_err(|e| batch_error(cx.state, e))?;
+        cx.metrics.record_all(metrics);
+        cx.state.num_tokens += prompts
             .iter()
             .chain(&generation.completions)
             .map(|s| s.len() as u64)
@@ -639,7 +563,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
 
     /// Shuffles the batch's rows with the batch's own seed into micro-batches of
     /// `per_device_train_batch_size × ranks` rows, and buffers this rank's share of each.
-    fn buffer_micro_batches(&mut self, batch: &ScoredBatch) -> Result<()> {
+    fn buffer_micro_batches(&mut self, cx: &StepContext<'_, D>, batch: &ScoredBatch) -> Result<()> {
         // The dapo normaliser counts the unmasked tokens of the whole generation batch, over all
         // ranks; the ranks' gradients are summed, not averaged, so it is divided by no process
         // count (P = 1).
@@ -653,14 +577,14 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         let norm = self.config.normalisation(num_items, 1);
         let mut order: Vec<usize> = (0..batch.completions.len()).collect();
         let mut rng = StdRng::seed_from_u64(derive_seed(
-            self.config.seed,
+            self.config.training.seed,
             STREAM_SHUFFLE,
-            self.state.generation,
+            cx.state.generation,
         ));
         order.shuffle(&mut rng);
         self.buffer.clear();
-        let ranks = &self.inputs.ranks;
-        let global = self.config.per_device_train_batch_size * ranks.world_size();
+        let ranks = cx.ranks;
+        let global = self.config.training.per_device_train_batch_size * ranks.world_size();
         for rows in order.chunks(global) {
             let mine = &rows[ranks.share(rows.len())];
             let weights = self.row_weights(batch, rows, &norm);
@@ -674,8 +598,13 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
                     .max()
                     .unwrap_or(0),
             );
-            let micro_batch =
-                self.micro_batch(batch, mine, &weights[ranks.share(rows.len())], width)?;
+            let micro_batch = self.micro_batch(
+                cx.model,
+                batch,
+                mine,
+                &weights[ranks.share(rows.len())],
+                width,
+            )?;
             self.buffer.push(micro_batch);
         }
         Ok(())
@@ -705,6 +634,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// loss needs them.
     fn micro_batch(
         &self,
+        policy: &CausalLm<f32, D>,
         batch: &ScoredBatch,
         rows: &[usize],
         row_weights: &[Vec<f64>],
@@ -737,7 +667,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             Ok(out.logps.as_vec().into_iter().map(f64::from).collect())
         };
         let old_logps = need_old_logps(&self.config)
-            .then(|| logps_of(&self.policy))
+            .then(|| logps_of(policy))
             .transpose()?;
         let ref_logps = self.reference.as_ref().map(logps_of).transpose()?;
         Ok(BufferedMicroBatch {
@@ -750,19 +680,11 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         })
     }
 
-    /// A generation batch's rewards or completions that do not fit together (a reward function
-    /// that returned the wrong number of scores, say).
-    fn batch_error(&self, source: GrpoError) -> Error {
-        Error::GrpoBatch {
-            generation: self.state.generation,
-            source,
-        }
-    }
-
     /// The reward sample of completion `index` (of task `task`), with its execution result
     /// when it was executed.
     fn sample(
         &self,
+        generation: u64,
         task: usize,
         index: usize,
         completion: &str,
@@ -770,7 +692,7 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     ) -> Sample {
         let row = &self.inputs.tasks[task];
         Sample {
-            id: format!("{}:{}:{index}", row.instance_id, self.state.generation),
+            id: format!("{}:{generation}:{index}", row.instance_id),
             prompt: self.prompt_texts[task].clone(),
             completion: completion.to_owned(),
             code_context: row.code_context.clone(),
@@ -789,10 +711,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         &self,
         index: usize,
         grads: Gradients<f32, D>,
-        acc: &mut MetricsAccumulator,
+        cx: &mut StepContext<'_, D>,
     ) -> Result<(f64, Gradients<f32, D>, [f64; 2])> {
         let mb = &self.buffer[index];
-        let out = self.policy.token_logps(
+        let out = cx.model.token_logps(
             &mb.packed.batch,
             mb.packed.completion_start,
             self.config.temperature,
@@ -800,10 +722,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
         )?;
         let entropies: Vec<f64> = out.entropy.as_vec().into_iter().map(f64::from).collect();
         let params = ObjectiveParams {
-            entropy_coef: self.applied_entropy_coef(),
+            entropy_coef: self.applied_entropy_coef(cx.state),
             ..self.config.objective_params()
         };
-        let ranks = &self.inputs.ranks;
+        let ranks = cx.ranks;
         // The entropy quantile is the whole micro-batch's, over every rank's unmasked tokens.
         let entropy_threshold = if params.masks_entropy() {
             let local: Vec<f32> = entropies
@@ -836,16 +758,13 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             mask: &mb.mask,
             weights: &mb.weights,
             scope: MicroBatchScope {
-                gradient_accumulation_steps: self.config.gradient_accumulation_steps,
+                gradient_accumulation_steps: self.config.training.gradient_accumulation_steps,
                 entropy_threshold,
                 entropy_tokens: Some(bonus[1]),
             },
         };
         let loss = grpo_loss(out.logps, Some(out.entropy), &batch, &params)?;
-        let grads = self
-            .policy
-            .params
-            .keep_param_grads(loss.surrogate.backward());
+        let grads = cx.model.params.keep_param_grads(loss.surrogate.backward());
         // The metrics are the whole micro-batch's, over all ranks.
         let mut sums = MetricSums::default();
         for part in ranks.gather(loss.sums)? {
@@ -856,10 +775,10 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
             if name == "policy_loss" || name == "entropy_coef" {
                 continue;
             }
-            acc.record(name, value);
+            cx.metrics.record(name, value);
         }
         if self.entropy_bonus() {
-            acc.record("policy_loss", sums.policy_loss);
+            cx.metrics.record("policy_loss", sums.policy_loss);
         }
         Ok((loss.value, grads, bonus))
     }
@@ -870,20 +789,20 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     }
 
     /// The entropy coefficient the controller has reached (the configured one until it moves).
-    fn entropy_coef(&self) -> f64 {
-        self.state.entropy_coef.unwrap_or(self.config.entropy_coef)
+    fn entropy_coef(&self, state: &RunState) -> f64 {
+        state.entropy_coef.unwrap_or(self.config.entropy_coef)
     }
 
     /// The coefficient this step's micro-batches apply: the static one, or the adaptive one
     /// while the entropy measured at the end of the previous step is at most `entropy_target`
     /// (none measured yet counts as +∞: no bonus), as TRL does.
-    fn applied_entropy_coef(&self) -> f64 {
+    fn applied_entropy_coef(&self, state: &RunState) -> f64 {
         if !self.config.use_adaptive_entropy {
             return self.config.entropy_coef;
         }
-        let last = self.state.last_world_entropy.unwrap_or(f64::INFINITY);
+        let last = state.last_world_entropy.unwrap_or(f64::INFINITY);
         if last <= self.config.entropy_target {
-            self.entropy_coef()
+            self.entropy_coef(state)
         } else {
             0.0
         }
@@ -892,19 +811,54 @@ impl<'a, D: Kernels<f32>> GrpoTrainer<'a, D> {
     /// The adaptive controller's update at the end of a step from the step's `[Σ H·M', Σ M']`:
     /// raise the coefficient by `entropy_coef_delta` (up to `entropy_coef_max`) when the
     /// entropy is at most `entropy_target`, lower it (down to `entropy_coef_min`) otherwise.
-    fn update_entropy_coef(&mut self, window: [f64; 2]) {
+    fn update_entropy_coef(&self, state: &mut RunState) {
         if !self.config.use_adaptive_entropy {
             return;
         }
-        let entropy = window[0] / window[1].max(1.0);
+        let entropy = self.window[0] / self.window[1].max(1.0);
         let c = &self.config;
         let coef = if entropy <= c.entropy_target {
-            (self.entropy_coef() + c.entropy_coef_delta).min(c.entropy_coef_max)
+            (self.entropy_coef(state) + c.entropy_coef_delta).min(c.entropy_coef_max)
         } else {
-            (self.entropy_coef() - c.entropy_coef_delta).max(c.entropy_coef_min)
+            (self.entropy_coef(state) - c.entropy_coef_delta).max(c.entropy_coef_min)
         };
-        self.state.entropy_coef = Some(coef);
-        self.state.last_world_entropy = Some(entropy);
+        state.entropy_coef = Some(coef);
+        state.last_world_entropy = Some(entropy);
+    }
+}
+
+/// Every rank's completions and rewards, concatenated in rank order (= row order, since
+/// ranks hold consecutive shares).
+fn gather(
+    ranks: &Ranks,
+    generation: Generation,
+    per_func: Vec<Vec<Option<f64>>>,
+) -> Result<(Generation, Vec<Vec<Option<f64>>>)> {
+    if ranks.world_size() == 1 {
+        return Ok((generation, per_func));
+    }
+    let shares = ranks.gather((generation.completions, generation.finished, per_func))?;
+    let mut all = (
+        Generation {
+            completions: Vec::new(),
+            finished: Vec::new(),
+        },
+        Vec::new(),
+    );
+    for (completions, finished, per_func) in shares {
+        all.0.completions.extend(completions);
+        all.0.finished.extend(finished);
+        all.1.extend(per_func);
+    }
+    Ok(all)
+}
+
+/// A generation batch's rewards or completions that do not fit together (a reward function
+/// that returned the wrong number of scores, say).
+fn batch_error(state: &RunState, source: GrpoError) -> Error {
+    Error::GrpoBatch {
+        generation: state.generation,
+        source,
     }
 }
 
@@ -929,30 +883,18 @@ pub fn generate_every(config: &GrpoConfig) -> u64 {
 /// Whether old log-probs are stored at generation time: only when a generation batch is still
 /// replayed after an optimiser step, so the policy that sampled it is gone by then.
 pub fn need_old_logps(config: &GrpoConfig) -> bool {
-    !(config.gradient_accumulation_steps as u64).is_multiple_of(generate_every(config))
+    !(config.training.gradient_accumulation_steps as u64).is_multiple_of(generate_every(config))
 }
 
 /// The run's optimiser steps: `max_steps`, or enough for `num_train_epochs` passes over the
 /// tasks (each generation batch serving `steps_per_generation × μ / GAS` steps).
-pub fn total_steps(config: &GrpoConfig, tasks: usize) -> usize {
-    if config.max_steps > 0 {
-        return config.max_steps as usize;
-    }
+pub fn total_steps(config: &GrpoConfig, tasks: usize) -> u64 {
     let per_gen = (config.generation_batch_size() / config.num_generations) as f64;
-    let steps_per_batch = generate_every(config) as f64 / config.gradient_accumulation_steps as f64;
-    ((config.num_train_epochs * tasks as f64 / per_gen * steps_per_batch).ceil() as usize).max(1)
-}
-
-/// AdamW from TRL's names.
-pub fn adamw_config(config: &GrpoConfig) -> AdamWConfig {
-    AdamWConfig {
-        lr: config.learning_rate,
-        beta1: config.adam_beta1,
-        beta2: config.adam_beta2,
-        eps: config.adam_epsilon,
-        weight_decay: config.weight_decay,
-        max_grad_norm: (config.max_grad_norm > 0.0).then_some(config.max_grad_norm),
-    }
+    let steps_per_batch =
+        generate_every(config) as f64 / config.training.gradient_accumulation_steps as f64;
+    config
+        .training
+        .total_steps(|epochs| epochs * tasks as f64 / per_gen * steps_per_batch)
 }
 
 /// Rejects the TRL settings that validate but do not fit together in a run.

@@ -1,5 +1,7 @@
 //! The training loops: supervised warm-up ([`sft_loop`]) and GRPO ([`grpo_loop`]) of a
-//! [`crate::model::CausalLm`].
+//! [`crate::model::CausalLm`], each an [`driver::Objective`] that the one training driver
+//! ([`driver::Trainer`]) runs: steps, gradient accumulation over ranks, AdamW along a
+//! [`schedule`], metrics, checkpoints and resuming, with the [`arguments`] both share.
 //!
 //! The flow of a GRPO run: [`crate::data`] reads tasks and renders prompts ([`crate::prompt`]);
 //! [`grpo_loop`] samples completions ([`crate::generate`]), scores them with [`rewards`] (swerve's
@@ -9,7 +11,9 @@
 //! a [`schedule`]. Every step appends its metrics to the run's [`crate::report`]; checkpoints
 //! that resume a run are [`crate::checkpoint`]'s.
 
+pub mod arguments;
 pub mod batch;
+pub mod driver;
 pub mod grpo_loop;
 pub mod grpo_objective;
 pub mod plan;

@@ -11,7 +11,7 @@
 //! `T` is the number of training steps and `W` the warm-up steps: `warmup_steps` when positive,
 //! else `ceil(warmup_ratio · T)`. As in `transformers`, the first step of a warm-up uses rate 0.
 
-use crate::grpo::config::LrSchedulerType;
+use crate::train::arguments::LrSchedulerType;
 
 /// A learning-rate schedule over a fixed number of steps.
 #[derive(Debug, Clone, Copy, PartialEq)]

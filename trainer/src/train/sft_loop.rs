@@ -4,97 +4,73 @@
 //! a warm-up and decay schedule and gradient accumulation, as in TRL's `SFTTrainer` with
 //! `completion_only_loss`.
 //!
-//! Examples are visited epoch by epoch in a seeded order; like GRPO, the run is a function of
-//! its seed and resumes exactly from a checkpoint.
+//! [`Sft`] is the loop's [`Objective`]; the training driver ([`crate::train::driver`]) runs its
+//! steps, logs and checkpoints them. Examples are visited epoch by epoch in a seeded order; like
+//! GRPO, the run is a function of its seed and resumes exactly from a checkpoint.
 //!
 //! With data-parallel ranks ([`crate::ranks`]), every micro-batch is the one process's
 //! micro-batch of `per_device_train_batch_size × ranks` examples, each rank computing its share
 //! with the loss normalised by the completion tokens of the whole step; losses, metric counts
 //! and gradients are summed over ranks before clipping and AdamW.
 
-use std::time::Instant;
-
 use dfdx::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{SeedableRng, rngs::StdRng};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer};
 
 use crate::checkpoint::RunState;
 use crate::data::SftExample;
-use crate::device::DeviceSpec;
 use crate::error::{Error, Result};
-use crate::grpo::config::LrSchedulerType;
-use crate::model::{AdamW, AdamWConfig, CausalLm, Kernels};
+use crate::model::{CausalLm, Kernels};
 use crate::ranks::Ranks;
-use crate::report::metrics_log::StepMetrics;
+use crate::report::plot;
 use crate::tokenizer::Tokenizer;
+use crate::train::arguments::{TrainingArguments, check, deserialize_flat};
 use crate::train::batch::pack_to;
+use crate::train::derive_seed;
+use crate::train::driver::{Objective, Resume, StepContext, Trainer};
 use crate::train::plan::PlanInputs;
-use crate::train::schedule::Schedule;
-use crate::train::{MetricsAccumulator, RunOutput, derive_seed};
 
 const STREAM_ORDER: u64 = 11;
 
 /// SFT settings under TRL's `SFTConfig` / `TrainingArguments` names. Unknown keys are rejected.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+// `remote = "Self"`: the derived deserializer reads SFT's own keys, as an inherent
+// `SftConfig::deserialize`, which the `Deserialize` impl below runs beside the training
+// arguments' keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(remote = "Self", default, deny_unknown_fields)]
 pub struct SftConfig {
-    /// Peak learning rate. Default 2e-5 (TRL `SFTConfig`).
-    pub learning_rate: f64,
-    /// AdamW weight decay. Default 0.0.
-    pub weight_decay: f64,
-    /// AdamW β₁. Default 0.9.
-    pub adam_beta1: f64,
-    /// AdamW β₂. Default 0.999.
-    pub adam_beta2: f64,
-    /// AdamW ε. Default 1e-8.
-    pub adam_epsilon: f64,
-    /// Global gradient-norm clip; 0 is off. Default 1.0.
-    pub max_grad_norm: f64,
-    /// Schedule. Default `linear`.
-    pub lr_scheduler_type: LrSchedulerType,
-    /// Warm-up share of the steps. Default 0.0.
-    pub warmup_ratio: f64,
-    /// Warm-up steps (override `warmup_ratio` when > 0). Default 0.
-    pub warmup_steps: usize,
-    /// Passes over the data when `max_steps` is unset. Default 3.0.
-    pub num_train_epochs: f64,
-    /// Total optimiser steps; -1 derives them from `num_train_epochs`. Default -1.
-    pub max_steps: i64,
-    /// Examples per micro-batch. Default 8.
-    pub per_device_train_batch_size: usize,
-    /// Micro-batches per optimiser step. Default 1.
-    pub gradient_accumulation_steps: usize,
+    /// The settings every loop shares, at the top level of the table. SFT's defaults:
+    /// `learning_rate` 2e-5 (TRL's `SFTConfig`) and `gradient_checkpointing` true; the others
+    /// are `TrainingArguments`'.
+    #[serde(skip)]
+    pub training: TrainingArguments,
     /// Longest sequence (prompt + completion + EOS) in tokens; longer examples lose the start
     /// of their prompt, then the end of their completion. Default 1024.
     pub max_length: usize,
-    /// Seed of the example order. Default 42.
-    pub seed: u64,
-    /// Recompute each decoder layer's activations in the backward pass instead of keeping
-    /// them (TRL's key and default: true). Gradients are the same either way.
-    pub gradient_checkpointing: bool,
 }
 
 impl Default for SftConfig {
     fn default() -> Self {
         Self {
-            learning_rate: 2e-5,
-            weight_decay: 0.0,
-            adam_beta1: 0.9,
-            adam_beta2: 0.999,
-            adam_epsilon: 1e-8,
-            max_grad_norm: 1.0,
-            lr_scheduler_type: LrSchedulerType::Linear,
-            warmup_ratio: 0.0,
-            warmup_steps: 0,
-            num_train_epochs: 3.0,
-            max_steps: -1,
-            per_device_train_batch_size: 8,
-            gradient_accumulation_steps: 1,
+            training: TrainingArguments {
+                learning_rate: 2e-5,
+                gradient_checkpointing: true,
+                ..TrainingArguments::default()
+            },
             max_length: 1024,
-            seed: 42,
-            gradient_checkpointing: true,
         }
+    }
+}
+
+impl<'de> Deserialize<'de> for SftConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        // `SftConfig::deserialize` is the derived, inherent one (own keys only).
+        let (config, training) =
+            deserialize_flat(deserializer, SftConfig::default().training, |own| {
+                SftConfig::deserialize(own)
+            })?;
+        Ok(Self { training, ..config })
     }
 }
 
@@ -116,72 +92,62 @@ impl SftConfig {
 
     /// Checks ranges; every error names the field.
     pub fn validate(&self) -> Result<()> {
-        let bad = |field: &str, reason: &str| {
-            Err(Error::Training {
-                reason: format!("SFT setting `{field}` {reason}"),
+        self.training
+            .validate()
+            .and_then(|()| {
+                check("max_length", self.max_length >= 2, || {
+                    format!("must be at least 2, got {}", self.max_length)
+                })
             })
-        };
-        if !(self.learning_rate.is_finite() && self.learning_rate >= 0.0) {
-            return bad("learning_rate", "must be a finite number >= 0");
-        }
-        if self.per_device_train_batch_size == 0 {
-            return bad("per_device_train_batch_size", "must be at least 1");
-        }
-        if self.gradient_accumulation_steps == 0 {
-            return bad("gradient_accumulation_steps", "must be at least 1");
-        }
-        if self.max_length < 2 {
-            return bad("max_length", "must be at least 2");
-        }
-        if self.max_steps == 0 || self.max_steps < -1 {
-            return bad("max_steps", "must be -1 (unset) or positive");
-        }
-        Ok(())
-    }
-
-    fn adamw(&self) -> AdamWConfig {
-        AdamWConfig {
-            lr: self.learning_rate,
-            beta1: self.adam_beta1,
-            beta2: self.adam_beta2,
-            eps: self.adam_epsilon,
-            weight_decay: self.weight_decay,
-            max_grad_norm: (self.max_grad_norm > 0.0).then_some(self.max_grad_norm),
-        }
+            .map_err(|e| Error::Training {
+                reason: format!("SFT setting {e}"),
+            })
     }
 }
 
 /// A tokenised example: prompt ids and completion ids (EOS included).
 type Tokenised = (Vec<u32>, Vec<u32>);
 
-/// An SFT run in progress.
-pub struct SftTrainer<D: Kernels<f32>> {
+/// Supervised fine-tuning as an [`Objective`] of the training driver: the examples, tokenised,
+/// and the settings.
+pub struct Sft {
     config: SftConfig,
     examples: Vec<Tokenised>,
-    /// The model being trained.
-    pub model: CausalLm<f32, D>,
-    /// Its optimiser.
-    pub optimizer: AdamW<f32, D>,
-    /// Where the run stands.
-    pub state: RunState,
-    schedule: Schedule,
     pad: u32,
-    ranks: Ranks,
+    /// Examples per micro-batch over all ranks.
+    micro_batch_examples: u64,
 }
 
+/// An SFT run in progress.
+pub type SftTrainer<D> = Trainer<D, Sft>;
+
 impl<D: Kernels<f32>> SftTrainer<D> {
-    /// Prepares a run on `ranks` (this process is one of them; [`Ranks::single`] alone);
-    /// `resume` continues from a checkpoint's optimiser and state.
+    /// Prepares an SFT run of `model` on `examples` on `ranks` (this process is one of them;
+    /// [`Ranks::single`] alone); `resume` continues from a checkpoint's optimiser and state.
     pub fn new(
         config: SftConfig,
         examples: &[SftExample],
         tokenizer: &Tokenizer,
-        mut model: CausalLm<f32, D>,
-        resume: Option<(AdamW<f32, D>, RunState)>,
+        model: CausalLm<f32, D>,
+        resume: Option<Resume<D>>,
         ranks: Ranks,
     ) -> Result<Self> {
+        let objective = Sft::new(config, examples, tokenizer, &model, &ranks)?;
+        Trainer::with_objective(objective, model, resume, ranks)
+    }
+}
+
+impl Sft {
+    /// Tokenises `examples` for `model` (with its EOS after each completion) and checks the
+    /// settings.
+    pub fn new<D: Kernels<f32>>(
+        config: SftConfig,
+        examples: &[SftExample],
+        tokenizer: &Tokenizer,
+        model: &CausalLm<f32, D>,
+        ranks: &Ranks,
+    ) -> Result<Self> {
         config.validate()?;
-        model.gradient_checkpointing = config.gradient_checkpointing;
         if examples.is_empty() {
             return Err(Error::Training {
                 reason: "no SFT examples".into(),
@@ -213,126 +179,52 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                 Ok((prompt, completion))
             })
             .collect::<Result<Vec<_>>>()?;
-        let per_step = config.per_device_train_batch_size
-            * config.gradient_accumulation_steps
-            * ranks.world_size();
-        let total = if config.max_steps > 0 {
-            config.max_steps as u64
-        } else {
-            ((config.num_train_epochs * examples.len() as f64 / per_step as f64).ceil() as u64)
-                .max(1)
-        };
-        let (optimizer, state) = match resume {
-            Some((mut opt, state)) if state.kind == "sft" => {
-                state.check_ranks(ranks.world_size())?;
-                opt.config = config.adamw();
-                (opt, state)
-            }
-            Some((_, state)) => {
-                return Err(Error::Training {
-                    reason: format!("cannot resume SFT from a `{}` checkpoint", state.kind),
-                });
-            }
-            None => (
-                AdamW::new(config.adamw()),
-                RunState {
-                    kind: "sft".into(),
-                    total_steps: total,
-                    num_processes: ranks.world_size() as u64,
-                    ..RunState::default()
-                },
-            ),
-        };
-        let schedule = Schedule::new(
-            config.learning_rate,
-            config.lr_scheduler_type,
-            config.warmup_steps,
-            config.warmup_ratio,
-            state.total_steps as usize,
-        );
+        let micro_batch_examples =
+            (config.training.per_device_train_batch_size * ranks.world_size()) as u64;
         Ok(Self {
-            pad: crate::train::grpo_loop::pad_token(&model),
+            pad: crate::train::grpo_loop::pad_token(model),
             config,
             examples,
-            model,
-            optimizer,
-            state,
-            schedule,
-            ranks,
+            micro_batch_examples,
         })
-    }
-
-    /// What this run will hold on `device`, for its memory plan: micro-batches of the longest
-    /// example, all of it counted as completion (the worst case).
-    pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
-        let longest = self
-            .examples
-            .iter()
-            .map(|(p, c)| p.len() + c.len())
-            .max()
-            .unwrap_or(0);
-        PlanInputs {
-            model: self.model.config.clone(),
-            device,
-            kernels: self.model.kernels,
-            rows: self.config.per_device_train_batch_size,
-            seq: longest,
-            completion: longest.saturating_sub(1),
-            gradient_checkpointing: self.model.gradient_checkpointing,
-            logits_chunk_rows: self.model.logits_chunk_rows,
-            reference: false,
-            generation: None,
-        }
-    }
-
-    /// Whether every planned step has been taken.
-    pub fn finished(&self) -> bool {
-        self.state.step >= self.state.total_steps
-    }
-
-    /// Runs the remaining steps, logging and checkpointing like GRPO (`output`: rank 0's alone).
-    pub fn train(
-        &mut self,
-        mut output: Option<&mut RunOutput>,
-        on_step: &mut dyn FnMut(&StepMetrics, &RunState),
-    ) -> Result<()> {
-        let mut first = true;
-        while !self.finished() {
-            let metrics = self.step()?;
-            // The ranks' parameters agree after this process's first step and the last (checked).
-            if std::mem::take(&mut first) || self.finished() {
-                self.ranks
-                    .check_same_params(&self.model.params, metrics.step)?;
-            }
-            on_step(&metrics, &self.state);
-            let Some(output) = output.as_deref_mut() else {
-                continue;
-            };
-            output.metrics.append(&metrics)?;
-            if output.due(self.state.step) || self.finished() {
-                output.save(&self.model, &self.optimizer, &self.state, None)?;
-            }
-        }
-        Ok(())
     }
 
     /// The example at position `k` of the run's stream: epoch by epoch, each in seeded order.
     fn example_at(&self, k: u64) -> usize {
         let n = self.examples.len() as u64;
         let mut order: Vec<usize> = (0..n as usize).collect();
-        let mut rng = StdRng::seed_from_u64(derive_seed(self.config.seed, STREAM_ORDER, k / n));
-        order.shuffle(&mut rng);
+        let seed = derive_seed(self.config.training.seed, STREAM_ORDER, k / n);
+        order.shuffle(&mut StdRng::seed_from_u64(seed));
         order[(k % n) as usize]
     }
+}
 
-    /// One optimiser step over `gradient_accumulation_steps` micro-batches.
-    pub fn step(&mut self) -> Result<StepMetrics> {
-        let started = Instant::now();
-        // Examples per micro-batch over all ranks.
-        let bs = (self.config.per_device_train_batch_size * self.ranks.world_size()) as u64;
-        let micro: Vec<Vec<usize>> = (0..self.config.gradient_accumulation_steps as u64)
+impl<D: Kernels<f32>> Objective<D> for Sft {
+    const KIND: &'static str = "sft";
+    const PLOTS: &'static [&'static str] = &plot::SFT_PLOTS;
+
+    fn arguments(&self) -> &TrainingArguments {
+        &self.config.training
+    }
+
+    fn total_steps(&self, world_size: usize) -> u64 {
+        let args = &self.config.training;
+        let per_step =
+            args.per_device_train_batch_size * args.gradient_accumulation_steps * world_size;
+        args.total_steps(|epochs| epochs * self.examples.len() as f64 / per_step as f64)
+    }
+
+    /// The mean negative log-likelihood of the step's completion tokens, over
+    /// `gradient_accumulation_steps` micro-batches.
+    fn accumulate(
+        &mut self,
+        cx: StepContext<'_, D>,
+        mut grads: Gradients<f32, D>,
+    ) -> Result<(f64, Gradients<f32, D>)> {
+        let bs = self.micro_batch_examples;
+        let micro: Vec<Vec<usize>> = (0..self.config.training.gradient_accumulation_steps as u64)
             .map(|m| {
-                let first = (self.state.micro_step + m) * bs;
+                let first = (cx.state.micro_step + m) * bs;
                 (first..first + bs).map(|k| self.example_at(k)).collect()
             })
             .collect();
@@ -346,8 +238,6 @@ impl<D: Kernels<f32>> SftTrainer<D> {
             .flatten()
             .map(|&i| (self.examples[i].0.len() + self.examples[i].1.len()) as u64)
             .sum();
-        let mut acc = MetricsAccumulator::default();
-        let mut grads = self.model.params.alloc_grads();
         let mut loss_sum = 0.0;
         for rows in &micro {
             // Packed as wide as the whole micro-batch (over all ranks).
@@ -361,13 +251,13 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                     .max()
                     .unwrap_or(0),
             );
-            let rows = &rows[self.ranks.share(rows.len())];
+            let rows = &rows[cx.ranks.share(rows.len())];
             let pairs: Vec<(&[u32], &[u32])> = rows
                 .iter()
                 .map(|&i| (self.examples[i].0.as_slice(), self.examples[i].1.as_slice()))
                 .collect();
             let packed = pack_to(&pairs, self.pad, width)?;
-            let out = self
+            let out = cx
                 .model
                 .token_logps(&packed.batch, packed.completion_start, 1.0, grads)?;
             let (rows_n, cols) = *out.logps.shape();
@@ -385,52 +275,37 @@ impl<D: Kernels<f32>> SftTrainer<D> {
                 .sum();
             // The whole micro-batch's mean, over all ranks.
             let mut totals = [entropy_sum, tokens];
-            self.ranks.sum(&mut totals)?;
+            cx.ranks.sum(&mut totals)?;
             let [entropy_sum, tokens] = totals;
-            acc.record("entropy", entropy_sum / tokens.max(1.0));
+            cx.metrics.record("entropy", entropy_sum / tokens.max(1.0));
             let dev = out.logps.device().clone();
             let loss = (out.logps * dev.tensor_from_vec(weights, (rows_n, cols))).sum::<(), _>();
             loss_sum += f64::from(loss.as_vec()[0]);
-            grads = self.model.params.keep_param_grads(loss.backward());
+            grads = cx.model.params.keep_param_grads(loss.backward());
         }
-        let reduce = Instant::now();
-        self.ranks
-            .all_reduce_grads(&self.model.params, &mut grads)?;
-        let reduce = reduce.elapsed().as_secs_f64();
-        let mut total = [loss_sum];
-        self.ranks.sum(&mut total)?;
-        let [loss_sum] = total;
-        self.state.micro_step += micro.len() as u64;
-        self.state.num_tokens += seen;
-        let lr = self.schedule.lr(self.state.step as usize);
-        self.optimizer.config.lr = lr;
-        let stats = self.optimizer.step(&mut self.model.params, &mut grads);
-        self.state.step += 1;
-        let elapsed = started.elapsed().as_secs_f64();
-        let mut values = acc.means();
-        values.extend([
-            ("loss".to_owned(), loss_sum),
-            ("grad_norm".to_owned(), stats.grad_norm),
-            ("learning_rate".to_owned(), lr),
-            ("num_tokens".to_owned(), self.state.num_tokens as f64),
-            ("step_time".to_owned(), elapsed),
-            (
-                "tokens_per_second".to_owned(),
-                seen as f64 / elapsed.max(1e-9),
-            ),
-            (
-                "epoch".to_owned(),
-                (self.state.micro_step * bs) as f64 / self.examples.len() as f64,
-            ),
-        ]);
-        if self.ranks.world_size() > 1 {
-            // The collective's share of the step (swerve's own metric; several ranks only).
-            values.insert("allreduce_time".to_owned(), reduce);
+        cx.state.micro_step += micro.len() as u64;
+        cx.state.num_tokens += seen;
+        Ok((loss_sum, grads))
+    }
+
+    fn epoch(&self, state: &RunState) -> f64 {
+        (state.micro_step * self.micro_batch_examples) as f64 / self.examples.len() as f64
+    }
+
+    /// Micro-batches of the longest example, all of it counted as completion (the worst case).
+    fn plan_inputs(&self, model: PlanInputs, _ranks: &Ranks) -> PlanInputs {
+        let longest = self
+            .examples
+            .iter()
+            .map(|(p, c)| p.len() + c.len())
+            .max()
+            .unwrap_or(0);
+        PlanInputs {
+            rows: self.config.training.per_device_train_batch_size,
+            seq: longest,
+            completion: longest.saturating_sub(1),
+            ..model
         }
-        Ok(StepMetrics {
-            step: self.state.step,
-            values,
-        })
     }
 }
 
@@ -500,18 +375,17 @@ mod tests {
             add_special_tokens: true,
         });
         let model = CausalLm::<f32, Cpu>::load(&fixture, &Cpu::default()).unwrap();
-        let trainer = SftTrainer::new(
+        let sft = Sft::new(
             SftConfig::default(),
             &examples,
             &tokenizer,
-            model,
-            None,
-            Ranks::single(),
+            &model,
+            &Ranks::single(),
         )
         .unwrap();
-        let templated = &trainer.examples[0].0;
+        let templated = &sft.examples[0].0;
         assert_eq!(templated[0], BOS);
         assert_ne!(templated[1], BOS, "two BOS tokens: {templated:?}");
-        assert_eq!(trainer.examples[1].0, [BOS, 8, 9]);
+        assert_eq!(sft.examples[1].0, [BOS, 8, 9]);
     }
 }

@@ -18,6 +18,7 @@ use swerve_trainer::ranks::Ranks;
 use swerve_trainer::report::metrics_log::{self, ReportTo, StepMetrics};
 use swerve_trainer::tokenizer::Tokenizer;
 use swerve_trainer::train::RunOutput;
+use swerve_trainer::train::arguments::TrainingArguments;
 use swerve_trainer::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use swerve_trainer::train::rewards::{FnExecutor, FnRewards};
 use swerve_trainer::train::sft_loop::{SftConfig, SftTrainer};
@@ -123,11 +124,11 @@ fn grpo_run(
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: None,
-            ranks: Ranks::single(),
         },
         policy,
         (config.beta > 0.0).then(|| initial.clone()),
         resumed,
+        Ranks::single(),
     )
     .unwrap();
     let mut output = RunOutput::in_dir(dir, resumed_at, 2, None, ReportTo::Jsonl).unwrap();
@@ -135,15 +136,7 @@ fn grpo_run(
         let m = trainer.step().unwrap();
         output.metrics.append(&m).unwrap();
         if output.due(trainer.state.step) {
-            let reference = trainer.synced_reference();
-            output
-                .save(
-                    &trainer.policy,
-                    &trainer.optimizer,
-                    &trainer.state,
-                    reference,
-                )
-                .unwrap();
+            trainer.save(&output).unwrap();
         }
     }
     metrics_log::read(output.metrics.path()).unwrap()
@@ -177,7 +170,10 @@ fn same_seed_same_metrics() {
     assert_eq!(comparable(&first), comparable(&second));
     let other = grpo_run(
         &GrpoConfig {
-            seed: 8,
+            training: TrainingArguments {
+                seed: 8,
+                ..config.training.clone()
+            },
             ..config.clone()
         },
         tempfile::tempdir().unwrap().path(),
@@ -230,11 +226,14 @@ fn sft_loss_decreases() {
         })
         .collect();
     let config = SftConfig {
-        learning_rate: 1e-2,
-        max_steps: 30,
-        per_device_train_batch_size: 3,
-        gradient_accumulation_steps: 2,
-        warmup_steps: 2,
+        training: TrainingArguments {
+            learning_rate: 1e-2,
+            max_steps: 30,
+            per_device_train_batch_size: 3,
+            gradient_accumulation_steps: 2,
+            warmup_steps: 2,
+            ..SftConfig::default().training
+        },
         ..SftConfig::default()
     };
     let mut trainer =
@@ -294,11 +293,11 @@ fn every_completion_is_executed_before_it_is_scored() {
             tokenizer: &tokenizer,
             rewards: &rewards,
             executor: Some(&executor),
-            ranks: Ranks::single(),
         },
         initial,
         None,
         None,
+        Ranks::single(),
     )
     .unwrap();
     for _ in 0..2 {

@@ -1,0 +1,311 @@
+//! The one training driver: [`Trainer`] runs any [`Objective`] (SFT, GRPO, a loop to come) as
+//! TRL's `Trainer` runs its subclasses. It owns what every run has — the model, AdamW, the
+//! learning-rate schedule, the run's [`RunState`], the data-parallel ranks — and does what every
+//! run does: an optimiser step (the objective's micro-batches, the gradient sum over ranks,
+//! clipping and AdamW at the scheduled rate), the step's metrics, the metrics log, checkpoints
+//! and resuming from one. An objective adds what its loop alone knows: its data, its loss and
+//! the forward and backward passes of one step's micro-batches.
+//!
+//! Metrics every step logs beside the objective's own: `loss`, `grad_norm`, `learning_rate`,
+//! `num_tokens`, `step_time`, `tokens_per_second`, `epoch`, and with several ranks
+//! `allreduce_time`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use dfdx::prelude::Gradients;
+
+use crate::checkpoint::RunState;
+use crate::device::DeviceSpec;
+use crate::error::{Error, Result};
+use crate::model::{AdamW, CausalLm, Kernels, ModelParams};
+use crate::ranks::Ranks;
+use crate::report::metrics_log::{self, StepMetrics};
+use crate::report::plot;
+use crate::train::arguments::TrainingArguments;
+use crate::train::plan::PlanInputs;
+use crate::train::schedule::Schedule;
+use crate::train::{MetricsAccumulator, RunOutput};
+
+/// What a run continues with besides its model: the optimiser and the run's state, from a
+/// checkpoint.
+pub type Resume<D> = (AdamW<f32, D>, RunState);
+
+/// What a training loop optimises, and how one optimiser step's gradients are computed; the
+/// [`Trainer`] does the rest. A new loop implements this and runs on the same driver.
+pub trait Objective<D: Kernels<f32>> {
+    /// The run's kind as checkpoints record it (`sft`, `grpo`): a run resumes only a checkpoint
+    /// of its own kind.
+    const KIND: &'static str;
+
+    /// The metrics plotted from the run's log when it ends ([`crate::report::plot`]).
+    const PLOTS: &'static [&'static str];
+
+    /// The training arguments in force.
+    fn arguments(&self) -> &TrainingArguments;
+
+    /// The run's optimiser steps on `world_size` ranks, when no checkpoint says otherwise.
+    fn total_steps(&self, world_size: usize) -> u64;
+
+    /// Refuses to continue from `state` (a checkpoint of this kind) when this objective cannot.
+    fn check_resume(&self, _state: &RunState) -> Result<()> {
+        Ok(())
+    }
+
+    /// One optimiser step's micro-batches: forward, loss and backward of each, their parameter
+    /// gradients accumulated into `grads`. Advances `cx.state`'s `micro_step` and `num_tokens`
+    /// (and the objective's own counters), records the objective's metrics in `cx.metrics`, and
+    /// returns this rank's summed loss with the gradients; the driver sums both over ranks.
+    fn accumulate(
+        &mut self,
+        cx: StepContext<'_, D>,
+        grads: Gradients<f32, D>,
+    ) -> Result<(f64, Gradients<f32, D>)>;
+
+    /// Runs after AdamW stepped and `cx.state.step` counted the step (adaptive coefficients,
+    /// reference updates).
+    fn after_step(&mut self, _cx: StepContext<'_, D>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Passes over the data made, where `state` stands (the `epoch` metric).
+    fn epoch(&self, state: &RunState) -> f64;
+
+    /// Whether a checkpoint taken where `state` stands resumes (the last step is saved either
+    /// way).
+    fn resumable_at(&self, _state: &RunState) -> bool {
+        true
+    }
+
+    /// Weights besides the model that a checkpoint must hold for the run to resume (GRPO's
+    /// moved reference).
+    fn checkpoint_reference(&self) -> Option<&ModelParams<f32, D>> {
+        None
+    }
+
+    /// The memory plan's inputs: `model` filled in with the model's part and no batch, to be
+    /// completed with what this objective holds at once on `ranks`.
+    fn plan_inputs(&self, model: PlanInputs, ranks: &Ranks) -> PlanInputs;
+}
+
+/// What an objective's step works with.
+pub struct StepContext<'a, D: Kernels<f32>> {
+    /// The model as the last step left it.
+    pub model: &'a CausalLm<f32, D>,
+    /// Where the run stands.
+    pub state: &'a mut RunState,
+    /// The data-parallel ranks this process is one of.
+    pub ranks: &'a Ranks,
+    /// The step's metrics, logged as each name's mean.
+    pub metrics: &'a mut MetricsAccumulator,
+}
+
+/// A run in progress: the model, its optimiser and where the run stands, trained on an
+/// [`Objective`].
+pub struct Trainer<D: Kernels<f32>, O: Objective<D>> {
+    /// The model being trained.
+    pub model: CausalLm<f32, D>,
+    /// Its optimiser.
+    pub optimizer: AdamW<f32, D>,
+    /// Where the run stands.
+    pub state: RunState,
+    objective: O,
+    schedule: Schedule,
+    ranks: Ranks,
+}
+
+impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
+    /// Prepares a run of `model` on `objective`, with a fresh optimiser or a checkpoint's
+    /// (`resume`), on `ranks` (this process is one of them; [`Ranks::single`] alone). Each
+    /// objective's alias has a `new` that builds the objective too ([`SftTrainer::new`],
+    /// [`GrpoTrainer::new`]).
+    ///
+    /// [`SftTrainer::new`]: crate::train::sft_loop::SftTrainer
+    /// [`GrpoTrainer::new`]: crate::train::grpo_loop::GrpoTrainer
+    pub fn with_objective(
+        objective: O,
+        mut model: CausalLm<f32, D>,
+        resume: Option<Resume<D>>,
+        ranks: Ranks,
+    ) -> Result<Self> {
+        let arguments = objective.arguments();
+        model.gradient_checkpointing = arguments.gradient_checkpointing;
+        let (optimizer, state) = match resume {
+            Some((mut optimizer, state)) => {
+                if state.kind != O::KIND {
+                    return Err(Error::Training {
+                        reason: format!(
+                            "cannot resume a `{}` run from a `{}` checkpoint",
+                            O::KIND,
+                            state.kind
+                        ),
+                    });
+                }
+                objective.check_resume(&state)?;
+                state.check_ranks(ranks.world_size())?;
+                optimizer.config = arguments.adamw();
+                (optimizer, state)
+            }
+            None => (
+                AdamW::new(arguments.adamw()),
+                RunState {
+                    kind: O::KIND.into(),
+                    total_steps: objective.total_steps(ranks.world_size()),
+                    num_processes: ranks.world_size() as u64,
+                    ..RunState::default()
+                },
+            ),
+        };
+        Ok(Self {
+            schedule: arguments.schedule(state.total_steps),
+            model,
+            optimizer,
+            state,
+            objective,
+            ranks,
+        })
+    }
+
+    /// The objective.
+    pub fn objective(&self) -> &O {
+        &self.objective
+    }
+
+    /// The data-parallel ranks this process is one of.
+    pub fn ranks(&self) -> &Ranks {
+        &self.ranks
+    }
+
+    /// What this run will hold on `device`, for its memory plan.
+    pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
+        let model = PlanInputs {
+            model: self.model.config.clone(),
+            device,
+            kernels: self.model.kernels,
+            rows: 0,
+            seq: 0,
+            completion: 0,
+            gradient_checkpointing: self.model.gradient_checkpointing,
+            logits_chunk_rows: self.model.logits_chunk_rows,
+            reference: false,
+            generation: None,
+        };
+        self.objective.plan_inputs(model, &self.ranks)
+    }
+
+    /// Whether every planned step has been taken.
+    pub fn finished(&self) -> bool {
+        self.state.step >= self.state.total_steps
+    }
+
+    /// Runs the remaining steps, appending each step's metrics to `output`'s log, calling
+    /// `on_step` after each, and checkpointing as `output` says where a checkpoint resumes
+    /// (always after the last step). `output` is rank 0's alone (`None` on the other ranks,
+    /// which write nothing).
+    pub fn train(
+        &mut self,
+        mut output: Option<&mut RunOutput>,
+        on_step: &mut dyn FnMut(&StepMetrics, &RunState),
+    ) -> Result<()> {
+        let mut first = true;
+        while !self.finished() {
+            let metrics = self.step()?;
+            // The ranks' parameters agree after this process's first step and the last (checked).
+            if std::mem::take(&mut first) || self.finished() {
+                self.ranks
+                    .check_same_params(&self.model.params, metrics.step)?;
+            }
+            on_step(&metrics, &self.state);
+            let Some(output) = output.as_deref_mut() else {
+                continue;
+            };
+            output.metrics.append(&metrics)?;
+            // The last step always saves, also where the checkpoint does not resume (it holds
+            // the final weights; `new` refuses to continue from it).
+            let due = self.objective.resumable_at(&self.state) && output.due(self.state.step);
+            if due || self.finished() {
+                self.save(output)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Draws the run's plots (the objective's `PLOTS`) from `output`'s metrics log into
+    /// `<folder>/plots`, titled with the run's kind and folder; returns the log.
+    pub fn plot(&self, output: &RunOutput) -> Result<Vec<StepMetrics>> {
+        let history = metrics_log::read(output.metrics.path())?;
+        let dir = &output.checkpoint_dir;
+        plot::plot_metrics(
+            &history,
+            O::PLOTS,
+            &dir.join("plots"),
+            &format!("{} run {}", O::KIND, dir.display()),
+        )?;
+        Ok(history)
+    }
+
+    /// Saves a checkpoint of the run as it stands into `output`'s folder.
+    pub fn save(&self, output: &RunOutput) -> Result<PathBuf> {
+        output.save(
+            &self.model,
+            &self.optimizer,
+            &self.state,
+            self.objective.checkpoint_reference(),
+        )
+    }
+
+    /// One optimiser step: the objective's micro-batches, the gradients summed over ranks,
+    /// clipping and AdamW at the scheduled rate. Returns the step's metrics.
+    pub fn step(&mut self) -> Result<StepMetrics> {
+        let started = Instant::now();
+        let tokens_before = self.state.num_tokens;
+        let mut metrics = MetricsAccumulator::default();
+        let grads = self.model.params.alloc_grads();
+        let (loss, mut grads) = self.objective.accumulate(
+            StepContext {
+                model: &self.model,
+                state: &mut self.state,
+                ranks: &self.ranks,
+                metrics: &mut metrics,
+            },
+            grads,
+        )?;
+        let reduce = Instant::now();
+        self.ranks
+            .all_reduce_grads(&self.model.params, &mut grads)?;
+        let reduce = reduce.elapsed().as_secs_f64();
+        let mut total = [loss];
+        self.ranks.sum(&mut total)?;
+        let [loss] = total;
+        let lr = self.schedule.lr(self.state.step as usize);
+        self.optimizer.config.lr = lr;
+        let stats = self.optimizer.step(&mut self.model.params, &mut grads);
+        self.state.step += 1;
+        self.objective.after_step(StepContext {
+            model: &self.model,
+            state: &mut self.state,
+            ranks: &self.ranks,
+            metrics: &mut metrics,
+        })?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let mut values = metrics.means();
+        let tokens = (self.state.num_tokens - tokens_before) as f64;
+        values.extend([
+            ("loss".to_owned(), loss),
+            ("grad_norm".to_owned(), stats.grad_norm),
+            ("learning_rate".to_owned(), lr),
+            ("num_tokens".to_owned(), self.state.num_tokens as f64),
+            ("step_time".to_owned(), elapsed),
+            ("tokens_per_second".to_owned(), tokens / elapsed.max(1e-9)),
+            ("epoch".to_owned(), self.objective.epoch(&self.state)),
+        ]);
+        if self.ranks.world_size() > 1 {
+            // The collective's share of the step (swerve's own metric; several ranks only).
+            values.insert("allreduce_time".to_owned(), reduce);
+        }
+        Ok(StepMetrics {
+            step: self.state.step,
+            values,
+        })
+    }
+}
