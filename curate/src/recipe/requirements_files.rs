@@ -1,7 +1,9 @@
 //! Requirements files: `requirements*.txt`, `*-requirements.txt`, `*_requirements.txt` and
 //! `constraints*.txt` at the root, `requirements/*.txt`, and `requirements*.txt` in `tests/` or
-//! `test/`. Their `-r` includes are followed (relative to the including file); documentation
-//! requirements are left out; constraints files pin rather than add ([`super::pins`]).
+//! `test/`, read as pip reads them: `\` continues a line, `-r` includes are followed (relative
+//! to the including file), a requirement's own options (`--hash=…`) are left out.
+//! Documentation requirements are left out; constraints files pin rather than add
+//! ([`super::pins`]).
 
 use super::{Files, Sources, is_recipe_file, requirement};
 
@@ -67,8 +69,8 @@ fn read(files: &Files, path: &str, seen: &mut Vec<String>) -> Vec<String> {
     };
     let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
     let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.split(" #").next().unwrap_or(line).trim();
+    for line in logical_lines(text) {
+        let line = line.split(" #").next().unwrap_or(&line).trim();
         let include = line
             .strip_prefix("-r ")
             .or_else(|| line.strip_prefix("--requirement "))
@@ -81,11 +83,44 @@ fn read(files: &Files, path: &str, seen: &mut Vec<String>) -> Vec<String> {
                 format!("{dir}/{include}")
             };
             out.extend(read(files, &normalise(&joined), seen));
-        } else if let Some(req) = requirement::from_line(line) {
+        } else if let Some(req) = requirement::from_line(without_options(line)) {
             out.push(req);
         }
     }
     out
+}
+
+/// The lines of a requirements file as pip reads them: a line that ends in `\` goes on in the
+/// next (as `pip-compile --generate-hashes` writes each requirement's hashes).
+fn logical_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut pending = String::new();
+    for line in text.lines() {
+        match line.strip_suffix('\\') {
+            Some(start) => {
+                pending.push_str(start);
+                pending.push(' ');
+            }
+            None => {
+                pending.push_str(line);
+                out.push(std::mem::take(&mut pending));
+            }
+        }
+    }
+    if !pending.is_empty() {
+        out.push(pending);
+    }
+    out
+}
+
+/// A requirement line without pip's per-requirement options (`--hash=…`,
+/// `--config-settings …`): the words before the first that starts with `-`.
+fn without_options(line: &str) -> &str {
+    let option = line
+        .match_indices(char::is_whitespace)
+        .find(|(i, _)| line[*i..].trim_start().starts_with('-'))
+        .map_or(line.len(), |(i, _)| i);
+    line[..option].trim_end()
 }
 
 /// `a/./b/../c` → `a/c`.
@@ -101,4 +136,29 @@ fn normalise(path: &str) -> String {
         }
     }
     parts.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashes_and_continuation_lines_as_pip_reads_them() {
+        let files = Files::from([(
+            "requirements.txt".to_owned(),
+            "attrs==23.1.0 \\\n    --hash=sha256:aa \\\n    --hash=sha256:bb\n    # via pytest\n\
+             pytest==8.3.4 --hash=sha256:cc  # pinned\n\
+             six ; python_version < \"3\"\n\
+             -e .\n"
+                .to_owned(),
+        )]);
+        assert_eq!(
+            read(&files, "requirements.txt", &mut Vec::new()),
+            [
+                "attrs==23.1.0",
+                "pytest==8.3.4",
+                "six ; python_version < \"3\""
+            ]
+        );
+    }
 }
