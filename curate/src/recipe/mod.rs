@@ -10,7 +10,8 @@
 //! installed with the project as `pip install -e '.[test]'`); PEP 735 `[dependency-groups]` of
 //! those names (`pyproject.rs`); requirements files (`requirements_files.rs`); `tox.ini`
 //! `[testenv] deps` (`tox.rs`); pins from lock files and constraints files (`pins.rs`); the
-//! test runner (`runner.rs`); requirement lines are read by `requirement.rs`.
+//! test runner (`runner.rs`). Version specifiers and requirement lines are read as PEP 440 and
+//! PEP 508 say, with `pep440_rs` and `pep508_rs` (`requirement.rs`).
 //!
 //! Requirements go into the shared environment layer; the project itself is installed editable
 //! in the instance layer, without build isolation (the build backend from `[build-system]
@@ -82,6 +83,17 @@ pub enum NoRecipe {
         wanted: String,
         /// What the base images have.
         offered: String,
+    },
+    /// The project's Python specifier is not a PEP 440 specifier set.
+    #[error("{file}: `{wanted}` is not a PEP 440 version specifier set")]
+    Specifier {
+        /// The file that says it.
+        file: String,
+        /// The specifier as written.
+        wanted: String,
+        /// What `pep440_rs` found wrong.
+        #[source]
+        source: pep440_rs::VersionSpecifiersParseError,
     },
     /// A file the rules read does not parse.
     #[error("{file}: {detail}")]

@@ -2,6 +2,8 @@
 //! `[build-system] requires`, PEP 735 `[dependency-groups]` and whether `[tool.pytest]`
 //! configures pytest.
 
+use pep508_rs::ExtraName;
+
 use super::{NoRecipe, TEST_NAMES, requirement};
 
 /// The file's name, at the repository's root.
@@ -107,25 +109,32 @@ impl Pyproject {
 }
 
 /// A PEP 735 group's requirements, `include-group` entries expanded (a cycle is an error).
+/// Group names compare normalised, as PEP 735 says: as package and extra names do.
 fn dependency_group(
     groups: &toml::Table,
     name: &str,
-    seen: &mut Vec<String>,
+    seen: &mut Vec<ExtraName>,
 ) -> Result<Vec<String>, NoRecipe> {
-    let normal = |s: &str| s.to_ascii_lowercase().replace(['_', '.'], "-");
-    if seen.iter().any(|s| normal(s) == normal(name)) {
-        return Err(NoRecipe::Unreadable {
-            file: FILE.into(),
-            detail: format!("dependency group `{name}` includes itself"),
-        });
-    }
-    let Some((_, group)) = groups.iter().find(|(k, _)| normal(k) == normal(name)) else {
-        return Err(NoRecipe::Unreadable {
-            file: FILE.into(),
-            detail: format!("dependency group `{name}` is included but not defined"),
-        });
+    let unreadable = |detail: String| NoRecipe::Unreadable {
+        file: FILE.into(),
+        detail,
     };
-    seen.push(name.to_owned());
+    let key = ExtraName::new(name.to_owned())
+        .map_err(|e| unreadable(format!("dependency group `{name}`: {e}")))?;
+    if seen.contains(&key) {
+        return Err(unreadable(format!(
+            "dependency group `{name}` includes itself"
+        )));
+    }
+    let Some((_, group)) = groups
+        .iter()
+        .find(|(k, _)| ExtraName::new((*k).clone()).is_ok_and(|k| k == key))
+    else {
+        return Err(unreadable(format!(
+            "dependency group `{name}` is included but not defined"
+        )));
+    };
+    seen.push(key);
     let mut out = Vec::new();
     for item in group.as_array().into_iter().flatten() {
         if let Some(req) = item.as_str() {

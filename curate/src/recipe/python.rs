@@ -1,9 +1,13 @@
 //! The Python version of a recipe: the newest one the base images offer ([`PYTHONS`]) that
 //! meets the project's `requires-python` (`[project]` in `pyproject.toml`, else
-//! `python_requires` in `setup.cfg`, else in `setup.py`). A project that states none is placed
-//! by its `Programming Language :: Python :: 3.X` classifiers.
+//! `python_requires` in `setup.cfg`, else in `setup.py`), read as a PEP 440 specifier set with
+//! `pep440_rs`. A project that states none is placed by its `Programming Language :: Python ::
+//! 3.X` classifiers.
 
 use std::collections::BTreeSet;
+use std::str::FromStr;
+
+use pep440_rs::{Version, VersionSpecifiers, VersionSpecifiersParseError};
 use swerve_harness::images::PYTHONS;
 
 use super::{NoRecipe, Project, Sources, pyproject, setuptools};
@@ -18,14 +22,30 @@ pub(super) fn choose(
         return Ok(from_classifiers(&offered, &classifier_versions(project)));
     };
     sources.insert(file.to_owned());
+    let specifiers = specifier_set(&wanted).map_err(|source| NoRecipe::Specifier {
+        file: file.to_owned(),
+        wanted: wanted.clone(),
+        source,
+    })?;
     offered
         .iter()
         .copied()
-        .find(|line| satisfies(line, &wanted))
+        .find(|line| line_meets(line, &specifiers))
         .ok_or_else(|| NoRecipe::Python {
             wanted,
             offered: offered.join(", "),
         })
+}
+
+/// `wanted` as a PEP 440 specifier set. Empty clauses are dropped first, as `packaging` (which
+/// pip checks `requires-python` with) drops them: `>=3.7,` is `>=3.7`.
+fn specifier_set(wanted: &str) -> Result<VersionSpecifiers, VersionSpecifiersParseError> {
+    let clauses: Vec<&str> = wanted
+        .split(',')
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    VersionSpecifiers::from_str(&clauses.join(","))
 }
 
 /// The project's `requires-python` and the file that says it, the first of `pyproject.toml`,
@@ -41,47 +61,18 @@ fn requires_python(project: &Project<'_>) -> Option<(&'static str, String)> {
     Some((setuptools::SETUP_PY, spec))
 }
 
-/// Whether version `v` (`3.X`) meets a PEP 440 specifier set such as `>=3.8, !=3.9.*, <4`.
-/// Only the major and minor parts are compared, as a Python release line meets a specifier
-/// when its newest patch release does.
-fn satisfies(v: &str, spec: &str) -> bool {
-    let parse = |s: &str| -> Vec<u64> {
-        s.trim()
-            .trim_end_matches(".*")
-            .split('.')
-            .map_while(|p| p.parse().ok())
-            .collect()
+/// Whether the release line `line` (`3.X`) meets `specifiers`. A line meets them when its
+/// newest patch release does: the images' Python is a Debian release's, whose patch number
+/// the rules do not know, and the newest patch is newer than any patch a specifier names
+/// (`>=3.10.2` is met by 3.10, `<=3.11` is not met by 3.11, whose releases after 3.11.0 are
+/// above it).
+fn line_meets(line: &str, specifiers: &VersionSpecifiers) -> bool {
+    let Ok(line) = Version::from_str(line) else {
+        return false;
     };
-    let have = parse(v);
-    spec.split(',')
-        .map(str::trim)
-        .filter(|c| !c.is_empty())
-        .all(|clause| {
-            let (op, rest) = ["~=", "==", "!=", "<=", ">=", "<", ">", "==="]
-                .iter()
-                .filter(|op| clause.starts_with(**op))
-                .max_by_key(|op| op.len())
-                .map_or(("==", clause), |op| (*op, &clause[op.len()..]));
-            let want = parse(rest);
-            let wildcard = rest.trim().ends_with(".*");
-            // Compare on the parts both have; a longer `want` (3.8.1) compares its minor.
-            let n = want.len().clamp(1, 2);
-            let a: Vec<u64> = have.iter().copied().take(n).collect();
-            let b: Vec<u64> = want.iter().copied().take(n).collect();
-            match op {
-                // The line's newest patch release is above any release of the same line
-                // but its own newest.
-                ">=" | ">" => a >= b,
-                "<=" => a < b || (a == b && want.len() <= 2),
-                "<" => a < b,
-                "!=" => !(a == b && (wildcard || want.len() <= 2)),
-                "~=" => {
-                    let prefix = want.len().saturating_sub(1).max(1);
-                    a >= b && have.iter().take(prefix).eq(want.iter().take(prefix))
-                }
-                _ => a == b,
-            }
-        })
+    // No release has this patch number, so no specifier names one above it.
+    let newest = Version::new(line.release().iter().copied().chain([u64::MAX]));
+    specifiers.contains(&newest)
 }
 
 /// The newest offered version the classifiers list; else the oldest offered one past what they
@@ -132,6 +123,10 @@ fn classifier_versions(project: &Project<'_>) -> BTreeSet<String> {
 mod tests {
     use super::*;
 
+    fn satisfies(line: &str, spec: &str) -> bool {
+        line_meets(line, &specifier_set(spec).unwrap())
+    }
+
     #[test]
     fn specifiers() {
         assert!(satisfies("3.11", ">=3.8"));
@@ -143,5 +138,39 @@ mod tests {
         assert!(satisfies("3.11", ">=3.10.2"));
         assert!(satisfies("3.13", ">3.12"));
         assert!(satisfies("3.11", "==3.11.*"));
+    }
+
+    /// Where PEP 440 and the line's newest patch release decide otherwise than comparing only
+    /// the major and minor parts would.
+    #[test]
+    fn a_line_is_its_newest_patch_release() {
+        for (spec, met) in [
+            // Releases after 3.11.0 are above 3.11.
+            ("<=3.11", false),
+            ("==3.11", false),
+            ("==3", false),
+            ("==3.11.4", false),
+            // Only 3.11.0 is excluded.
+            ("!=3.11", true),
+            ("~=3.11.2", true),
+            ("~=3.10.2", false),
+            ("<3.11.4", false),
+            ("<3.12", true),
+            ("<=3.12", true),
+            ("!=3.11.2", true),
+            ("", true),
+        ] {
+            assert_eq!(satisfies("3.11", spec), met, "3.11 against `{spec}`");
+        }
+    }
+
+    /// What PEP 440 refuses, and the empty clauses `packaging` drops.
+    #[test]
+    fn malformed_specifiers() {
+        for spec in [">=3.6.*", "3.8", ">=3.8 <4", ">=3.7;", "=>3.7"] {
+            assert!(specifier_set(spec).is_err(), "`{spec}`");
+        }
+        assert!(satisfies("3.11", ">=3.7,"));
+        assert!(satisfies("3.11", " , >=3.7, ,<4"));
     }
 }

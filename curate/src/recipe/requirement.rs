@@ -1,38 +1,36 @@
-//! Requirements as the rules use them: each read for its name and kept as written (the text is
-//! what pip is given), and the list of them the environment layer installs.
+//! Requirements as the rules use them: each read with `pep508_rs` for its name and extras and
+//! kept as written (the text is what pip is given), and the list of them the environment layer
+//! installs.
+
+use std::str::FromStr;
+
+use pep508_rs::{Requirement, VersionOrUrl};
 
 use super::pins::Pins;
 use super::shell_quote;
 
+/// `text` as a PEP 508 requirement; `None` where it is not one.
+pub(super) fn parse(text: &str) -> Option<Requirement> {
+    Requirement::from_str(text.trim()).ok()
+}
+
 /// Whether `text` is a requirement on pytest.
 pub(super) fn is_pytest(text: &str) -> bool {
-    name(text).as_deref() == Some("pytest")
+    parse(text).is_some_and(|r| r.name.as_ref() == "pytest")
 }
 
-/// One requirement of a requirements-style line, `None` for comments, options, the project
-/// itself and direct references.
+/// The requirement on a requirements-style line (a requirements file's, tox's `deps`, a
+/// `setup.cfg` extra's): the line without its comment, where that is a PEP 508 requirement on
+/// a package from an index. `None` for blank lines, comments, options (`-r`, `-e .`), the
+/// project itself (`.`), direct references (`name @ URL`, bare URLs) and whatever else is not
+/// PEP 508 (tox's `{posargs}`, factor-conditional `py38: mock`): none of them is something the
+/// environment layer can install from an index.
 pub(super) fn from_line(line: &str) -> Option<String> {
     let line = line.split('#').next().unwrap_or("").trim();
-    if line.is_empty()
-        || line.starts_with('-')
-        || line.starts_with('.')
-        || line.contains("://")
-        || line.starts_with('{')
-    {
-        return None;
+    match parse(line)?.version_or_url {
+        Some(VersionOrUrl::Url(_)) => None,
+        Some(VersionOrUrl::VersionSpecifier(_)) | None => Some(line.to_owned()),
     }
-    name(line)?;
-    Some(line.to_owned())
-}
-
-/// The normalised distribution name a requirement starts with.
-pub(super) fn name(req: &str) -> Option<String> {
-    let name: String = req
-        .trim()
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        .collect();
-    (!name.is_empty()).then(|| name.to_ascii_lowercase().replace(['_', '.'], "-"))
 }
 
 /// The environment layer's requirements, in the order they were found, each once, as written.
@@ -54,16 +52,20 @@ impl Requirements {
         }
     }
 
-    /// Whether a requirement is on the package `package` (normalised).
-    pub(super) fn lists(&self, package: &str) -> bool {
-        self.0.iter().any(|r| name(r).as_deref() == Some(package))
+    /// Whether a requirement is on the package `name` (normalised, as `pep508_rs` names it).
+    pub(super) fn lists(&self, name: &str) -> bool {
+        self.0
+            .iter()
+            .any(|r| parse(r).is_some_and(|r| r.name.as_ref() == name))
     }
 
     /// Replaces each requirement on a pinned package by its pin.
     pub(super) fn pin(&mut self, pins: &Pins) {
         for text in &mut self.0 {
-            if let Some(pin) = name(text).and_then(|n| pins.get(&n)) {
-                *text = pin.replacing(text);
+            if let Some(requirement) = parse(text)
+                && let Some(pin) = pins.get(&requirement.name)
+            {
+                *text = pin.replacing(&requirement);
             }
         }
     }
