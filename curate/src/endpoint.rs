@@ -52,6 +52,48 @@ fn default_max_paths() -> usize {
     400
 }
 
+/// Why the endpoint gave no reply the caller can use. Each names the URL asked.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// The server answered with an HTTP error status (4xx, 5xx).
+    #[error("{url} answered with HTTP status {status}")]
+    Status {
+        /// The chat completions URL.
+        url: String,
+        /// The status code.
+        status: u16,
+    },
+    /// No answer came: the connection, the HTTP exchange or the timeout failed.
+    #[error("no answer from {url}")]
+    Request {
+        /// The chat completions URL.
+        url: String,
+        /// The HTTP client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The reply's body could not be read as JSON.
+    #[error("the reply of {url} is not JSON")]
+    Body {
+        /// The chat completions URL.
+        url: String,
+        /// The HTTP client's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The reply's JSON lacks the field the answer is read from.
+    #[error("the reply of {url} has no `{field}`")]
+    Field {
+        /// The chat completions URL.
+        url: String,
+        /// The field, as a path into the reply.
+        field: &'static str,
+    },
+}
+
+/// Where an OpenAI-compatible reply holds the answer's text.
+const CONTENT: &str = "choices[0].message.content";
+
 /// A connected client.
 pub struct Endpoint {
     config: EndpointConfig,
@@ -97,7 +139,7 @@ impl Endpoint {
         edited: &[&str],
         candidates: &[&str],
         count: usize,
-    ) -> Result<Vec<String>, String> {
+    ) -> Result<Vec<String>, EndpointError> {
         let candidates = &candidates[..candidates.len().min(self.config.max_paths)];
         let content = self.chat(
             SYSTEM,
@@ -108,7 +150,12 @@ impl Endpoint {
     }
 
     /// One chat completion at temperature 0 with a fixed seed: the reply's text.
-    pub fn chat(&self, system: &str, user: &str, max_tokens: usize) -> Result<String, String> {
+    pub fn chat(
+        &self,
+        system: &str,
+        user: &str,
+        max_tokens: usize,
+    ) -> Result<String, EndpointError> {
         let body = json!({
             "model": self.config.model,
             "messages": [
@@ -124,17 +171,35 @@ impl Endpoint {
         if let Some(key) = &self.api_key {
             request = request.header("Authorization", &format!("Bearer {key}"));
         }
-        let mut response = request
-            .send_json(&body)
-            .map_err(|e| format!("{url}: {e}"))?;
-        let reply: Value = response
-            .body_mut()
-            .read_json()
-            .map_err(|e| format!("{url}: {e}"))?;
-        reply["choices"][0]["message"]["content"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("{url}: no choices[0].message.content in the reply"))
+        let mut response = match request.send_json(&body) {
+            Ok(response) => response,
+            // ureq reports 4xx and 5xx answers as errors (its default).
+            Err(ureq::Error::StatusCode(status)) => {
+                return Err(EndpointError::Status { url, status });
+            }
+            Err(e) => {
+                return Err(EndpointError::Request {
+                    url,
+                    source: e.into(),
+                });
+            }
+        };
+        let reply: Value = match response.body_mut().read_json() {
+            Ok(reply) => reply,
+            Err(e) => {
+                return Err(EndpointError::Body {
+                    url,
+                    source: e.into(),
+                });
+            }
+        };
+        match reply["choices"][0]["message"]["content"].as_str() {
+            Some(content) => Ok(content.to_owned()),
+            None => Err(EndpointError::Field {
+                url,
+                field: CONTENT,
+            }),
+        }
     }
 }
 
@@ -160,7 +225,89 @@ pub fn parse_paths(content: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_paths;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// A local server that answers one request with `status` and `body`; its base URL.
+    fn answering(status: &str, body: &'static str) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let status = status.to_owned();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            // The request: headers, then a body of Content-Length bytes.
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request);
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let length = text
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if request.len() >= end + 4 + length {
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            let reply = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(reply.as_bytes()).unwrap();
+        });
+        url
+    }
+
+    fn chat(url: &str) -> Result<String, EndpointError> {
+        Endpoint::new(&EndpointConfig::new(url, "m")).chat("s", "u", 8)
+    }
+
+    #[test]
+    fn failures_name_the_url_and_what_failed() {
+        let url = answering(
+            "200 OK",
+            r#"{"choices": [{"message": {"content": "a.py"}}]}"#,
+        );
+        assert_eq!(chat(&url).unwrap(), "a.py");
+
+        let url = answering("503 Service Unavailable", "{}");
+        let e = chat(&url).unwrap_err();
+        assert!(
+            matches!(&e, EndpointError::Status { status: 503, url: u } if u.ends_with("/v1/chat/completions")),
+            "{e:?}"
+        );
+
+        let url = answering("200 OK", "not json");
+        assert!(matches!(chat(&url), Err(EndpointError::Body { .. })));
+
+        let url = answering("200 OK", r#"{"choices": []}"#);
+        let e = chat(&url).unwrap_err();
+        assert!(
+            matches!(&e, EndpointError::Field { field: CONTENT, .. }),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("choices[0].message.content"), "{e}");
+
+        // Nothing listens on a port whose listener has been dropped.
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let e = chat(&format!("http://{closed}/v1")).unwrap_err();
+        assert!(matches!(&e, EndpointError::Request { .. }), "{e:?}");
+        assert!(std::error::Error::source(&e).is_some());
+    }
 
     #[test]
     fn answers_become_paths() {

@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use swerve_harness::images::{Lines, PYTHONS, RepoEnv, TestCmd};
 
-use crate::endpoint::{Endpoint, EndpointConfig};
+use crate::endpoint::{Endpoint, EndpointConfig, EndpointError};
 use crate::recipe::{Files, Recipe};
 
 /// Answers a task gets from the model, at most.
@@ -34,6 +34,48 @@ JSON object and nothing else, with these keys: \"python\" (one of the offered ve
 \"python -m pip install --no-build-isolation -e .\"), \"test_cmd\" (the command that runs the test \
 files given to it as arguments, such as \"pytest -rA --color=no\") and \"log_parser\" (\"parse_log_pytest\" \
 for pytest run with -rA, \"parse_log_django\" for python -m unittest -v).";
+
+/// Why the model gave no recipe.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The endpoint gave no usable reply.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The model's answer is not a usable recipe.
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+}
+
+/// Why a model's answer is not a usable recipe. The messages are what the model is shown when
+/// it is asked again, so each names what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// The answer holds no `{…}`.
+    #[error("the model's answer holds no JSON object")]
+    NoObject,
+    /// The JSON object does not have the recipe's fields and types.
+    #[error("the model's JSON object is not a recipe")]
+    NotARecipe(#[source] serde_json::Error),
+    /// The recipe's `python` is not one the base images offer.
+    #[error("the model's recipe names python `{python}`, which is not offered ({offered})")]
+    Python {
+        /// The version the model named.
+        python: String,
+        /// What the base images have.
+        offered: String,
+    },
+    /// The recipe's `log_parser` is not a parser swerve has.
+    #[error("the model's recipe names no log parser swerve has: `{0}`")]
+    LogParser(String),
+    /// A command or requirement is empty or spans lines.
+    #[error("the model's recipe's `{field}` has `{line}`, which is not one command line")]
+    CommandLine {
+        /// The recipe's field.
+        field: &'static str,
+        /// The offending entry.
+        line: String,
+    },
+}
 
 /// What the model is shown for one repository.
 pub struct Ask<'a> {
@@ -64,9 +106,9 @@ impl SetupModel {
 
     /// One recipe from the model, checked; `Err` says why there is none (the endpoint failed,
     /// or its answer is not a usable recipe).
-    pub fn recipe(&self, ask: &Ask<'_>) -> Result<Recipe, String> {
+    pub fn recipe(&self, ask: &Ask<'_>) -> Result<Recipe, SetupError> {
         let answer = self.endpoint.chat(SYSTEM, &prompt(ask), 1024)?;
-        let env = parse(&answer).map_err(|e| format!("the model's recipe: {e}"))?;
+        let env = parse(&answer)?;
         Ok(Recipe {
             env,
             sources: vec![format!("model {}", self.name)],
@@ -125,33 +167,39 @@ struct Answer {
 
 /// The recipe in a model's answer: the first JSON object in it (code fences and prose around it
 /// are ignored), every field checked.
-pub fn parse(answer: &str) -> Result<RepoEnv, String> {
-    let start = answer.find('{').ok_or("no JSON object in the answer")?;
-    let end = answer.rfind('}').ok_or("no JSON object in the answer")?;
+pub fn parse(answer: &str) -> Result<RepoEnv, AnswerError> {
+    let (Some(start), Some(end)) = (answer.find('{'), answer.rfind('}')) else {
+        return Err(AnswerError::NoObject);
+    };
     if end < start {
-        return Err("no JSON object in the answer".to_owned());
+        return Err(AnswerError::NoObject);
     }
     let answer: Answer =
-        serde_json::from_str(&answer[start..=end]).map_err(|e| format!("not a recipe: {e}"))?;
+        serde_json::from_str(&answer[start..=end]).map_err(AnswerError::NotARecipe)?;
     if !PYTHONS.iter().any(|(version, _)| *version == answer.python) {
-        return Err(format!(
-            "python `{}` is not offered ({})",
-            answer.python,
-            PYTHONS.map(|(version, _)| version).join(", ")
-        ));
+        return Err(AnswerError::Python {
+            python: answer.python,
+            offered: PYTHONS.map(|(version, _)| version).join(", "),
+        });
     }
     if swerve_log_parsers::Parser::from_log_parser_name(&answer.log_parser).is_none() {
-        return Err(format!("no log parser named `{}`", answer.log_parser));
+        return Err(AnswerError::LogParser(answer.log_parser));
     }
-    let lines = answer
-        .pip_packages
-        .iter()
-        .chain(&answer.pre_install)
-        .chain(&answer.install)
-        .chain(std::iter::once(&answer.test_cmd));
-    for line in lines {
+    let fields = [
+        ("pip_packages", &answer.pip_packages),
+        ("pre_install", &answer.pre_install),
+        ("install", &answer.install),
+    ];
+    let lines = fields
+        .into_iter()
+        .flat_map(|(field, lines)| lines.iter().map(move |line| (field, line)))
+        .chain([("test_cmd", &answer.test_cmd)]);
+    for (field, line) in lines {
         if line.trim().is_empty() || line.contains(['\n', '\r']) {
-            return Err(format!("`{line}` is not one command line"));
+            return Err(AnswerError::CommandLine {
+                field,
+                line: line.clone(),
+            });
         }
     }
     Ok(RepoEnv {
@@ -183,20 +231,28 @@ mod tests {
         assert_eq!(env.install.to_vec(), ["python -m pip install -e ."]);
         assert_eq!(env.test_cmd, TestCmd::One("pytest -rA".into()));
         let bad = |answer: &str| parse(answer).unwrap_err();
-        assert!(bad("no idea").contains("no JSON object"));
-        assert!(
-            bad(r#"{"python": "2.7", "test_cmd": "t", "log_parser": "parse_log_pytest"}"#)
-                .contains("not offered")
-        );
-        assert!(
-            bad(r#"{"python": "3.13", "test_cmd": "t", "log_parser": "grep"}"#)
-                .contains("no log parser")
-        );
-        assert!(bad(
-            r#"{"python": "3.13", "install": ["a\nb"], "test_cmd": "t", "log_parser": "parse_log_pytest"}"#
-        )
-        .contains("one command line"));
-        assert!(bad(r#"{"python": "3.13"}"#).contains("not a recipe"));
+        assert!(matches!(bad("no idea"), AnswerError::NoObject));
+        assert!(matches!(
+            bad(r#"{"python": "2.7", "test_cmd": "t", "log_parser": "parse_log_pytest"}"#),
+            AnswerError::Python { python, .. } if python == "2.7"
+        ));
+        assert!(matches!(
+            bad(r#"{"python": "3.13", "test_cmd": "t", "log_parser": "grep"}"#),
+            AnswerError::LogParser(name) if name == "grep"
+        ));
+        assert!(matches!(
+            bad(
+                r#"{"python": "3.13", "install": ["a\nb"], "test_cmd": "t", "log_parser": "parse_log_pytest"}"#
+            ),
+            AnswerError::CommandLine {
+                field: "install",
+                ..
+            }
+        ));
+        assert!(matches!(
+            bad(r#"{"python": "3.13"}"#),
+            AnswerError::NotARecipe(_)
+        ));
     }
 
     #[test]
