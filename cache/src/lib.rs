@@ -1,7 +1,8 @@
 //! swerve's cache folder and the file writes every swerve tool shares: where the cache lives
 //! ([`cache_root`], one rule for every binary), writing a file so that it appears whole or not
-//! at all ([`write_atomic`]), and writing a bundled folder (a dataset or plugin a binary
-//! carries) out of the binary once ([`materialise`]).
+//! at all ([`write_atomic`] for text in hand, [`AtomicFile`] for a file written piece by
+//! piece), and writing a bundled folder (a dataset or plugin a binary carries) out of the binary
+//! once ([`materialise`]).
 //!
 //! Not here: what goes into the cache (the plugin host's precompiled components are
 //! `swerve-host`'s, the bundled dataset is `swerve-swebench`'s) or any reading of it.
@@ -33,34 +34,86 @@ pub fn cache_root() -> PathBuf {
 /// Writes `bytes` to `path` so that readers see the old file or the new one, never a part: a
 /// temporary file beside it (a name of its own, so concurrent writers do not collide), renamed
 /// over `path`. The file gets the permissions a plain write would give it (0666 less the
-/// umask). The one atomic file write of every swerve tool.
+/// umask). The one atomic file write of every swerve tool; [`AtomicFile`] is the same for a
+/// file written piece by piece.
 pub fn write_atomic(path: &Path, contents: impl AsRef<[u8]>) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".swerve-").suffix(".tmp");
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut tmp = builder.tempfile_in(dir).map_err(|e| {
-        std::io::Error::new(
-            e.kind(),
-            format!("cannot create a temporary file in {}: {e}", dir.display()),
-        )
-    })?;
-    tmp.write_all(contents.as_ref())?;
-    tmp.persist(path).map_err(|e| {
-        std::io::Error::new(
-            e.error.kind(),
-            format!(
-                "cannot rename a temporary file to {}: {}",
-                path.display(),
-                e.error
-            ),
-        )
-    })?;
-    Ok(())
+    let mut file = AtomicFile::create(path)?;
+    file.write_all(contents.as_ref())?;
+    file.commit()
+}
+
+/// A file written piece by piece that appears at its path whole or not at all: the pieces go to
+/// a temporary file beside the path (buffered), and [`commit`](Self::commit) renames it over the
+/// path. Until then a file already at the path is left as it was; dropped without a commit (an
+/// error, a panic, an interrupted command), the temporary file is removed and nothing changed.
+pub struct AtomicFile {
+    path: PathBuf,
+    out: std::io::BufWriter<tempfile::NamedTempFile>,
+}
+
+impl AtomicFile {
+    /// Starts writing `path` (its folder must exist).
+    pub fn create(path: &Path) -> std::io::Result<AtomicFile> {
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(".swerve-").suffix(".tmp");
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let tmp = builder.tempfile_in(dir).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("cannot create a temporary file in {}: {e}", dir.display()),
+            )
+        })?;
+        Ok(AtomicFile {
+            path: path.to_owned(),
+            out: std::io::BufWriter::with_capacity(1 << 16, tmp),
+        })
+    }
+
+    /// The path the file will have.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes what is buffered and renames the file over its path.
+    pub fn commit(self) -> std::io::Result<()> {
+        let path = self.path;
+        let tmp = self.out.into_inner().map_err(|e| {
+            std::io::Error::new(
+                e.error().kind(),
+                format!("cannot write {}: {}", path.display(), e.error()),
+            )
+        })?;
+        tmp.persist(&path).map_err(|e| {
+            std::io::Error::new(
+                e.error.kind(),
+                format!(
+                    "cannot rename a temporary file to {}: {}",
+                    path.display(),
+                    e.error
+                ),
+            )
+        })?;
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
 }
 
 /// Writes `bytes` to `path` unless a file of that size is there already; the file appears whole
@@ -124,5 +177,29 @@ mod tests {
         }
         let err = write_atomic(&dir.path().join("no/such/folder/f"), "x").unwrap_err();
         assert!(err.to_string().contains("no/such/folder"), "{err}");
+    }
+
+    #[test]
+    fn a_file_written_in_pieces_replaces_the_old_one_only_when_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rows.jsonl");
+        write_atomic(&path, "old\n").unwrap();
+        let mut file = AtomicFile::create(&path).unwrap();
+        file.write_all(b"new 1\n").unwrap();
+        file.write_all(b"new 2\n").unwrap();
+        // An interrupted writer (dropped without a commit) leaves the old file and no other.
+        drop(file);
+        assert_eq!(fs_err::read_to_string(&path).unwrap(), "old\n");
+        assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 1);
+        let mut file = AtomicFile::create(&path).unwrap();
+        file.write_all(b"new 1\n").unwrap();
+        assert_eq!(
+            fs_err::read_to_string(&path).unwrap(),
+            "old\n",
+            "not before the commit"
+        );
+        file.commit().unwrap();
+        assert_eq!(fs_err::read_to_string(&path).unwrap(), "new 1\n");
+        assert_eq!(fs_err::read_dir(dir.path()).unwrap().count(), 1);
     }
 }

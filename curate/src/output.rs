@@ -5,7 +5,7 @@
 //! Every file but the timings is a function of the input, so two runs write identical files.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -354,19 +354,17 @@ fn write_error(path: &Path) -> impl Fn(std::io::Error) -> CurateError + '_ {
     }
 }
 
-/// A JSONL file written row by row.
+/// A JSONL file written row by row, at its path whole once finished (a run that stops leaves
+/// the previous run's file).
 struct Jsonl {
     path: PathBuf,
-    out: BufWriter<fs_err::File>,
+    out: swerve_cache::AtomicFile,
 }
 
 impl Jsonl {
     fn create(path: PathBuf) -> Result<Jsonl, CurateError> {
-        let file = fs_err::File::create(&path).map_err(write_error(&path))?;
-        Ok(Jsonl {
-            out: BufWriter::with_capacity(1 << 20, file),
-            path,
-        })
+        let out = swerve_cache::AtomicFile::create(&path).map_err(write_error(&path))?;
+        Ok(Jsonl { out, path })
     }
 
     fn push<T: Serialize>(&mut self, row: &T) -> Result<(), CurateError> {
@@ -374,8 +372,8 @@ impl Jsonl {
         self.out.write_all(b"\n").map_err(write_error(&self.path))
     }
 
-    fn finish(mut self) -> Result<(), CurateError> {
-        self.out.flush().map_err(write_error(&self.path))
+    fn finish(self) -> Result<(), CurateError> {
+        self.out.commit().map_err(write_error(&self.path))
     }
 }
 
@@ -453,7 +451,7 @@ impl Writer {
         let mut text =
             serde_json::to_string_pretty(&funnel).map_err(|e| write_error(&path)(e.into()))?;
         text.push('\n');
-        fs_err::write(&path, text).map_err(write_error(&path))?;
+        swerve_cache::write_atomic(&path, text).map_err(write_error(&path))?;
         Ok(funnel)
     }
 }

@@ -202,7 +202,7 @@ fn write_group<W: std::io::Write + Send>(
 /// `tasks.parquet` written as rows arrive: one row group per 256 rows.
 pub struct TableWriter {
     path: PathBuf,
-    writer: SerializedFileWriter<std::io::BufWriter<std::fs::File>>,
+    writer: SerializedFileWriter<swerve_cache::AtomicFile>,
     pending: Vec<Task>,
 }
 
@@ -218,8 +218,9 @@ impl TableWriter {
                     .set_created_by("swerve-curate".into())
                     .build(),
             );
-            let file = std::fs::File::create(&path)?;
-            SerializedFileWriter::new(std::io::BufWriter::new(file), schema, props)
+            // Whole or not at all: the table appears when its footer is written.
+            let file = swerve_cache::AtomicFile::create(&path)?;
+            SerializedFileWriter::new(file, schema, props)
         };
         match open() {
             Ok(writer) => Ok(TableWriter {
@@ -258,11 +259,18 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Writes the last row group and the footer.
+    /// Writes the last row group and the footer, and puts the file at its path.
     pub fn finish(mut self) -> Result<(), CurateError> {
-        let done = self
-            .flush_group()
-            .and_then(|()| self.writer.finish().map(drop));
-        done.map_err(|e| self.error()(e))
+        self.flush_group().map_err(|e| self.error()(e))?;
+        let path = self.path;
+        let file = self
+            .writer
+            .into_inner()
+            .map_err(|source| CurateError::Parquet {
+                path: path.clone(),
+                source,
+            })?;
+        file.commit()
+            .map_err(|source| CurateError::Write { path, source })
     }
 }

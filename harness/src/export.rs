@@ -298,7 +298,7 @@ pub fn export(source: &DatasetSource, output: &Path) -> Result<ExportSummary, Ex
     if let Some(parent) = output.parent().filter(|p| !p.as_os_str().is_empty()) {
         fs_err::create_dir_all(parent).map_err(write_error)?;
     }
-    fs_err::write(output, text).map_err(write_error)?;
+    swerve_cache::write_atomic(output, text).map_err(write_error)?;
     Ok(ExportSummary {
         rows: lines.len(),
         filled,

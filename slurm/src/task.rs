@@ -93,8 +93,9 @@ impl Task {
     /// Says that the task finished its whole input (`note`: anything the submitter should
     /// read, e.g. the node name).
     pub fn finish(&self, note: &str) -> Result<(), SlurmError> {
+        // Whole or not at all: the submitter reads a marker it sees as the task's last word.
         let path = self.file("done");
-        std::fs::write(&path, note).map_err(SlurmError::round("write", path))
+        swerve_cache::write_atomic(&path, note).map_err(SlurmError::round("write", path))
     }
 }
 

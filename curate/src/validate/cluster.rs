@@ -77,7 +77,7 @@ pub fn submit(
         .collect();
     let mut ended = BTreeSet::new();
     for (index, shard) in shards.iter().enumerate() {
-        let ends = read_state(&shard_state(&round, index));
+        let ends = read_state(&shard_state(&round, index))?;
         for key in shard {
             if let Some(end) = ends.get(key) {
                 state.push(end)?;

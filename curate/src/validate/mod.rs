@@ -254,7 +254,7 @@ impl Plan {
             path: config.output.clone(),
             source,
         })?;
-        let earlier = read_state(&config.output.join(STATE_FILE));
+        let earlier = read_state(&config.output.join(STATE_FILE))?;
         let mut funnel = ValidateFunnel {
             tasks_in: tasks.len(),
             ..ValidateFunnel::default()

@@ -72,15 +72,43 @@ pub(super) fn is_retried(end: &TaskEnd) -> bool {
     )
 }
 
-/// The ends recorded so far, by task key; a torn last line (a killed run) is ignored.
-pub(super) fn read_state(path: &Path) -> HashMap<String, TaskEnd> {
-    let Ok(text) = fs_err::read_to_string(path) else {
-        return HashMap::new();
+/// The ends recorded so far, by task key (a later line for a key wins: a retried task). A torn
+/// last line — no newline after it, what a run killed while appending leaves — is ignored; any
+/// other line that is not an end, or a file that cannot be read, is an error naming the file
+/// and line. No file: nothing ended yet.
+pub(super) fn read_state(path: &Path) -> Result<HashMap<String, TaskEnd>, CurateError> {
+    let text = match fs_err::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(source) => {
+            return Err(CurateError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
     };
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<TaskEnd>(l).ok())
-        .map(|e| (e.key.clone(), e))
-        .collect()
+    let torn = !text.is_empty() && !text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut ends = HashMap::new();
+    for (index, line) in lines.iter().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<TaskEnd>(line) {
+            Ok(end) => {
+                ends.insert(end.key.clone(), end);
+            }
+            Err(_) if torn && index + 1 == lines.len() => {}
+            Err(source) => {
+                return Err(CurateError::Row {
+                    path: path.to_owned(),
+                    line: index + 1,
+                    source,
+                });
+            }
+        }
+    }
+    Ok(ends)
 }
 
 /// Appends ends to the state file, one flushed line each.
@@ -95,15 +123,24 @@ impl StateWriter {
             path: path.to_owned(),
             source,
         };
-        // A torn last line of a killed run gets its own line ended first.
-        let torn = fs_err::read(path).is_ok_and(|b| !b.is_empty() && !b.ends_with(b"\n"));
-        let mut file = fs_err::OpenOptions::new()
+        // A torn last line of a killed run is cut off, so that the file holds whole lines only
+        // and every end appended after it is a line of its own.
+        let whole = match fs_err::read(path) {
+            Ok(bytes) if !bytes.is_empty() && !bytes.ends_with(b"\n") => Some(
+                bytes
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |newline| newline as u64 + 1),
+            ),
+            _ => None,
+        };
+        let file = fs_err::OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(err)?;
-        if torn {
-            file.write_all(b"\n").map_err(err)?;
+        if let Some(len) = whole {
+            file.set_len(len).map_err(err)?;
         }
         Ok(StateWriter {
             path: path.to_owned(),
@@ -121,5 +158,86 @@ impl StateWriter {
                 path: self.path.clone(),
                 source,
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(key: &str) -> String {
+        let end = TaskEnd {
+            key: key.to_owned(),
+            instance_id: format!("o__r-{key}"),
+            repo: "o/r".to_owned(),
+            verdict: Verdict::Dropped {
+                reason: DropReason::NoFailToPass,
+                detail: "every test passes before the fix".to_owned(),
+                log: None,
+            },
+            flaky: Vec::new(),
+            seconds: BTreeMap::new(),
+        };
+        serde_json::to_string(&end).expect("serialises")
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_any_other_bad_line_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        assert!(
+            read_state(&path).unwrap().is_empty(),
+            "no file: nothing ended"
+        );
+
+        // A run killed while appending its third line.
+        let third = end("c");
+        let torn = format!("{}\n{}\n{}", end("a"), end("b"), &third[..third.len() / 2]);
+        fs_err::write(&path, &torn).unwrap();
+        let ends = read_state(&path).unwrap();
+        assert_eq!(ends.len(), 2);
+        assert!(ends.contains_key("a") && ends.contains_key("b"));
+
+        // The same text in the middle of the file is corruption, named by its line.
+        fs_err::write(
+            &path,
+            format!("{}\n{}\n", &third[..third.len() / 2], end("a")),
+        )
+        .unwrap();
+        let error = read_state(&path).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            format!("invalid row at {}:1", path.display())
+        );
+        // So is a whole last line that is not an end.
+        fs_err::write(&path, format!("{}\n{{\"key\": 1}}\n", end("a"))).unwrap();
+        assert!(matches!(
+            read_state(&path),
+            Err(CurateError::Row { line: 2, .. })
+        ));
+
+        // A folder where the file should be cannot be read: an error, not an empty state.
+        let folder = dir.path().join("folder");
+        fs_err::create_dir(&folder).unwrap();
+        assert!(matches!(read_state(&folder), Err(CurateError::Read { .. })));
+    }
+
+    #[test]
+    fn a_writer_cuts_a_torn_line_off_before_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        let a = end("a");
+        fs_err::write(&path, format!("{}\n{}", end("b"), &a[..10])).unwrap();
+        let mut writer = StateWriter::open(&path).unwrap();
+        writer
+            .push(&serde_json::from_str(&end("a")).unwrap())
+            .unwrap();
+        drop(writer);
+        let ends = read_state(&path).unwrap();
+        assert_eq!(ends.len(), 2);
+        assert_eq!(
+            fs_err::read_to_string(&path).unwrap(),
+            format!("{}\n{a}\n", end("b"))
+        );
     }
 }

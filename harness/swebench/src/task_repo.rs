@@ -386,7 +386,7 @@ fn write(path: &Path, text: &str) -> Result<(), TaskRepoError> {
     if let Some(parent) = path.parent() {
         fs_err::create_dir_all(parent).map_err(err)?;
     }
-    fs_err::write(path, text).map_err(err)
+    swerve_cache::write_atomic(path, text).map_err(err)
 }
 
 #[cfg(test)]
