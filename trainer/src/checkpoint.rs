@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use dfdx::prelude::{Device, Dtype, HasShape, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::model::params::{Moments, Param};
 use crate::model::safetensors_io::{self, HostTensor};
 use crate::model::{AdamW, AdamWConfig, CausalLm, ModelParams};
+use crate::train::driver::RunError;
 
 /// Optimiser moments file.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
@@ -90,16 +91,10 @@ impl RunState {
         if self.num_processes == ranks as u64 {
             return Ok(());
         }
-        Err(crate::error::Error::Training {
-            reason: format!(
-                "this checkpoint was written by a run of {} rank(s) and this run has {ranks}: a \
-                 run resumes only on its own number of ranks (its global batch, \
-                 per_device_train_batch_size × ranks, and its place in the data depend on it). \
-                 Resume with {} rank(s), or start a new run from the checkpoint's weights with \
-                 --model <checkpoint> (its optimiser state and step count are not carried over)",
-                self.num_processes, self.num_processes
-            ),
-        })
+        Err(Error::Run(RunError::OtherRanks {
+            written: self.num_processes,
+            ranks,
+        }))
     }
 }
 
@@ -134,27 +129,29 @@ pub fn save<E: Dtype, D: Device<E>>(
 ) -> Result<()> {
     let partial = sibling(dir, "partial");
     if partial.exists() {
-        fs_err::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+        fs_err::remove_dir_all(&partial).map_err(|e| Error::io(IoOp::Remove, &partial, e))?;
     }
-    fs_err::create_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    fs_err::create_dir_all(&partial).map_err(|e| Error::io(IoOp::CreateDir, &partial, e))?;
     let config =
         serde_json::to_string_pretty(&model.config.to_json()).expect("JSON values serialise");
     let config_path = partial.join("config.json");
-    fs_err::write(&config_path, config).map_err(|e| Error::io(&config_path, e))?;
+    fs_err::write(&config_path, config).map_err(|e| Error::io(IoOp::Write, &config_path, e))?;
     safetensors_io::save_params(&model.params, &partial.join(safetensors_io::SINGLE_FILE))?;
     if let Some(tok) = tokenizer_json {
         let src_dir = tok.parent().unwrap_or(Path::new("."));
-        fs_err::copy(tok, partial.join("tokenizer.json")).map_err(|e| Error::io(tok, e))?;
+        fs_err::copy(tok, partial.join("tokenizer.json"))
+            .map_err(|e| Error::io(IoOp::Copy, tok, e))?;
         for name in &TOKENIZER_FILES[1..] {
             let src = src_dir.join(name);
             if src.exists() {
-                fs_err::copy(&src, partial.join(name)).map_err(|e| Error::io(&src, e))?;
+                fs_err::copy(&src, partial.join(name))
+                    .map_err(|e| Error::io(IoOp::Copy, &src, e))?;
             }
         }
     }
     if let Some(reference) = reference {
         let folder = partial.join(REFERENCE_DIR);
-        fs_err::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
+        fs_err::create_dir_all(&folder).map_err(|e| Error::io(IoOp::CreateDir, &folder, e))?;
         safetensors_io::save_params(reference, &folder.join(safetensors_io::SINGLE_FILE))?;
     }
     if let Some((opt, run)) = resume {
@@ -188,15 +185,15 @@ pub fn save<E: Dtype, D: Device<E>>(
         };
         let path = partial.join(RUN_STATE_FILE);
         let text = serde_json::to_string_pretty(&state).expect("run state serialises");
-        fs_err::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        fs_err::write(&path, text).map_err(|e| Error::io(IoOp::Write, &path, e))?;
     }
     let old = sibling(dir, "old");
     if dir.exists() {
-        fs_err::rename(dir, &old).map_err(|e| Error::io(dir, e))?;
+        fs_err::rename(dir, &old).map_err(|e| Error::io(IoOp::Rename, dir, e))?;
     }
-    fs_err::rename(&partial, dir).map_err(|e| Error::io(&partial, e))?;
+    fs_err::rename(&partial, dir).map_err(|e| Error::io(IoOp::Rename, &partial, e))?;
     if old.exists() {
-        fs_err::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        fs_err::remove_dir_all(&old).map_err(|e| Error::io(IoOp::Remove, &old, e))?;
     }
     Ok(())
 }
@@ -245,7 +242,8 @@ pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>>
             resume: None,
         });
     }
-    let text = fs_err::read_to_string(&state_path).map_err(|e| Error::io(&state_path, e))?;
+    let text =
+        fs_err::read_to_string(&state_path).map_err(|e| Error::io(IoOp::Read, &state_path, e))?;
     let state: ResumeFile = serde_json::from_str(&text).map_err(|source| {
         if has_earlier {
             earlier()

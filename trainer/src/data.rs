@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use swerve_swebench::Instance;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::prompt::chat_template::{CONFIG_FILE, ChatTemplate};
 use crate::prompt::{self, PromptFormat, Task};
 
@@ -61,7 +61,7 @@ pub fn read_sft_examples(path: &Path) -> Result<Vec<SftExample>> {
 }
 
 fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = fs_err::read_to_string(path).map_err(|e| Error::io(IoOp::Read, path, e))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

@@ -6,10 +6,12 @@ use std::path::PathBuf;
 /// Everything that can stop the model, tokenizer, generation or checkpoint code.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A file could not be read or written.
-    #[error("I/O on {path}")]
+    /// A file or folder operation failed.
+    #[error("cannot {op} {}", path.display())]
     Io {
-        /// The file.
+        /// What was being done.
+        op: IoOp,
+        /// The file or folder (for a copy or a rename, the one moved from).
         path: PathBuf,
         /// The cause.
         #[source]
@@ -105,13 +107,13 @@ pub enum Error {
     },
     /// The tokenizer could not be trained or written (the bundled run trains one when the asset
     /// is missing).
-    #[error("cannot train the tokenizer into {path}")]
+    #[error("cannot train the tokenizer into {}", path.display())]
     TokenizerTrain {
         /// The `tokenizer.json` being written.
         path: PathBuf,
         /// The cause.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: crate::commands::tokenizer::TrainError,
     },
     /// Text could not be encoded or ids decoded.
     #[error("tokenizer failed to {operation}")]
@@ -212,7 +214,7 @@ pub enum Error {
         path: PathBuf,
         /// The parser's error, with the line and column.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: SettingsError,
     },
     /// A `--set KEY=VALUE` override that is not a valid setting.
     #[error("--set {item}")]
@@ -221,9 +223,33 @@ pub enum Error {
         item: String,
         /// Why it is not valid.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: SettingsError,
     },
-    /// A training run was asked for something it cannot do (settings, resume state, shapes).
+    /// A settings file and its overrides, each valid alone, are not valid together.
+    #[error("the merged settings")]
+    MergedSettings(#[source] SettingsError),
+    /// The SFT settings are invalid.
+    #[error("SFT settings")]
+    SftConfig(#[source] SettingsError),
+    /// The bundled run's settings (`trainer demo --config`) are invalid.
+    #[error("demo config")]
+    DemoConfig(#[source] SettingsError),
+    /// A training run cannot start or go on.
+    #[error("training")]
+    Run(#[source] crate::train::driver::RunError),
+    /// A worked GRPO case file could not be read or evaluated (`trainer loss`).
+    #[error("GRPO case file {}", path.display())]
+    GrpoCase {
+        /// The case file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: crate::grpo::GrpoError,
+    },
+    /// The `model` retriever was asked to rank files without a model to localise with.
+    #[error("the model retriever needs a model to localise with")]
+    NoLocalizer,
+    /// The reward plugins do not fit the settings (`reward_weights` of another length).
     #[error("training: {reason}")]
     Training {
         /// What is wrong.
@@ -289,11 +315,65 @@ pub enum Error {
     },
 }
 
+/// The file or folder operation an [`Error::Io`] was about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoOp {
+    /// Reading a file.
+    Read,
+    /// Writing a file whole.
+    Write,
+    /// Appending to a file.
+    Append,
+    /// Creating a folder and its parents.
+    CreateDir,
+    /// Listing a folder.
+    ListDir,
+    /// Removing a file or a folder.
+    Remove,
+    /// Copying a file.
+    Copy,
+    /// Renaming a file or folder.
+    Rename,
+}
+
+impl std::fmt::Display for IoOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Append => "append to",
+            Self::CreateDir => "create the folder",
+            Self::ListDir => "list the folder",
+            Self::Remove => "remove",
+            Self::Copy => "copy",
+            Self::Rename => "rename",
+        })
+    }
+}
+
+/// Why settings (a TOML file, a `--set` override, a table of the demo's config) are not valid.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A `--set` item without `=`.
+    #[error("not KEY=VALUE")]
+    NotKeyValue,
+    /// Not TOML, or not these settings (an unknown key, a value of the wrong type).
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// Not valid GRPO settings.
+    #[error(transparent)]
+    Grpo(#[from] crate::grpo::GrpoError),
+    /// A value out of range.
+    #[error(transparent)]
+    Invalid(#[from] crate::train::arguments::InvalidSetting),
+}
+
 impl Error {
     /// Wraps an I/O error from `fs_err`, which already names the path in its message, keeping the
-    /// path as a field too.
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// operation and the path as fields too.
+    pub(crate) fn io(op: IoOp, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Self::Io {
+            op,
             path: path.into(),
             source,
         }

@@ -26,7 +26,7 @@ use crate::checkpoint;
 use crate::checkpoint::RunState;
 use crate::data::{PromptStyle, Prompter, gold_examples, read_tasks};
 use crate::device::DeviceSpec;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, Kernels, ModelConfig, ModelParams};
@@ -109,9 +109,7 @@ fn default_predict_tokens() -> usize {
 impl DemoConfig {
     /// Parses the TOML file.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let config: Self = toml::from_str(text).map_err(|e| Error::Training {
-            reason: format!("demo config: {}", e.message()),
-        })?;
+        let config: Self = toml::from_str(text).map_err(|e| Error::DemoConfig(e.into()))?;
         config.sft.validate()?;
         config.grpo.validate().map_err(Error::GrpoConfig)?;
         Ok(config)
@@ -179,7 +177,7 @@ fn run_on<D: Kernels<f32>>(
 ) -> Result<DemoSummary> {
     let started = Instant::now();
     let mut seconds = BTreeMap::new();
-    fs_err::create_dir_all(&paths.out).map_err(|e| Error::io(&paths.out, e))?;
+    fs_err::create_dir_all(&paths.out).map_err(|e| Error::io(IoOp::CreateDir, &paths.out, e))?;
     let tokenizer_path = tokenizer_file(paths)?;
     let tokenizer = Tokenizer::from_file(&tokenizer_path)?;
     let model_config = model_config(config, paths, &tokenizer)?;
@@ -292,7 +290,8 @@ fn run_on<D: Kernels<f32>>(
         .iter()
         .map(|p| serde_json::to_string(&p.prediction).expect("predictions serialise") + "\n")
         .collect();
-    fs_err::write(&predictions_path, lines).map_err(|e| Error::io(&predictions_path, e))?;
+    fs_err::write(&predictions_path, lines)
+        .map_err(|e| Error::io(IoOp::Write, &predictions_path, e))?;
     seconds.insert("predict".to_owned(), phase.elapsed().as_secs_f64());
     seconds.insert("total".to_owned(), started.elapsed().as_secs_f64());
 
@@ -322,7 +321,7 @@ fn run_on<D: Kernels<f32>>(
     };
     let summary_path = paths.out.join("summary.json");
     let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
-    fs_err::write(&summary_path, text).map_err(|e| Error::io(&summary_path, e))?;
+    fs_err::write(&summary_path, text).map_err(|e| Error::io(IoOp::Write, &summary_path, e))?;
     tracing::info!(checkpoint = %sft_checkpoint.display(), "SFT checkpoint");
     Ok(summary)
 }
@@ -351,13 +350,17 @@ fn tokenizer_file(paths: &DemoPaths) -> Result<PathBuf> {
         return Ok(asset);
     }
     let Some(root) = &paths.repo_root else {
-        return Err(Error::io(&asset, std::io::ErrorKind::NotFound.into()));
+        return Err(Error::io(
+            IoOp::Read,
+            &asset,
+            std::io::ErrorKind::NotFound.into(),
+        ));
     };
     let out = paths.out.join("tokenizer").join("tokenizer.json");
     let spec = crate::commands::tokenizer::TokenizerSpec::bundled(root);
-    crate::commands::tokenizer::run(&spec, &out).map_err(|e| Error::TokenizerTrain {
+    crate::commands::tokenizer::run(&spec, &out).map_err(|source| Error::TokenizerTrain {
         path: out.clone(),
-        source: e.into(),
+        source,
     })?;
     Ok(out)
 }
@@ -371,7 +374,7 @@ fn model_config(
 ) -> Result<ModelConfig> {
     let asset = paths.assets.join("config.json");
     let mut json = if asset.exists() {
-        let text = fs_err::read_to_string(&asset).map_err(|e| Error::io(&asset, e))?;
+        let text = fs_err::read_to_string(&asset).map_err(|e| Error::io(IoOp::Read, &asset, e))?;
         serde_json::from_str::<serde_json::Value>(&text).map_err(|source| Error::Json {
             path: asset.clone(),
             source,
@@ -441,7 +444,7 @@ const TINY_ASSETS: &[(&str, &[u8])] = &[
 pub fn bundled_paths(out: &Path) -> Result<DemoPaths> {
     let write = |kind: &str, name: &str, files| {
         swerve_cache::materialise(kind, name, files)
-            .map_err(|e| Error::io(swerve_cache::cache_root().join(kind), e))
+            .map_err(|e| Error::io(IoOp::Write, swerve_cache::cache_root().join(kind), e))
     };
     let dataset = write(
         "datasets",

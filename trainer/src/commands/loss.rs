@@ -10,18 +10,21 @@
 
 use std::path::Path;
 
-use anyhow::Context;
 use serde_json::{Map, Value, json};
 
+use crate::error::{Error, Result};
 use crate::grpo::case::CaseFile;
 
 /// Evaluates the case file at `case` and returns the JSON text `trainer loss --case` prints
 /// (without a trailing newline).
-pub fn run(case: &Path) -> anyhow::Result<String> {
-    let file = CaseFile::load(case)?;
-    let evaluation = file
-        .evaluate()
-        .with_context(|| format!("cannot evaluate GRPO case file {}", case.display()))?;
+pub fn run(case: &Path) -> Result<String> {
+    let fail = |source| Error::GrpoCase {
+        path: case.to_path_buf(),
+        source,
+    };
+    let evaluation = CaseFile::load(case)
+        .and_then(|file| file.evaluate())
+        .map_err(fail)?;
     let mut output = Map::new();
     for case in &evaluation.cases {
         let mut entry = Map::new();
@@ -50,5 +53,5 @@ pub fn run(case: &Path) -> anyhow::Result<String> {
         entry.insert("metrics".to_owned(), Value::Object(metrics));
         output.insert(case.name.clone(), Value::Object(entry));
     }
-    Ok(serde_json::to_string(&Value::Object(output))?)
+    Ok(Value::Object(output).to_string())
 }

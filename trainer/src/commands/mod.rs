@@ -18,7 +18,7 @@ use swerve_host::{HostConfig, PluginSpec};
 use crate::checkpoint::{self, RunState};
 use crate::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
 use crate::device::DeviceSpec;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result, SettingsError};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, Kernels, safetensors_io};
@@ -40,7 +40,7 @@ use swerve_swebench::{Instance, Prediction};
 fn override_table(item: &str) -> Result<toml::Table> {
     let (key, value) = item.split_once('=').ok_or_else(|| Error::Override {
         item: item.to_owned(),
-        source: "not KEY=VALUE".into(),
+        source: SettingsError::NotKeyValue,
     })?;
     let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
         .ok()
@@ -58,32 +58,30 @@ fn read_settings<T, E>(
     parse: impl Fn(&str) -> std::result::Result<T, E>,
 ) -> Result<T>
 where
-    E: std::error::Error + Send + Sync + 'static,
+    E: Into<SettingsError>,
 {
     let mut table = toml::Table::new();
     if let Some(path) = file {
-        let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
-        let settings = |source: Box<dyn std::error::Error + Send + Sync>| Error::Settings {
+        let text = fs_err::read_to_string(path).map_err(|e| Error::io(IoOp::Read, path, e))?;
+        let settings = |source: SettingsError| Error::Settings {
             path: path.to_path_buf(),
             source,
         };
-        table = toml::from_str(&text).map_err(|e| settings(Box::new(e)))?;
-        parse(&text).map_err(|e| settings(Box::new(e)))?;
+        table = toml::from_str(&text).map_err(|e| settings(e.into()))?;
+        parse(&text).map_err(|e| settings(e.into()))?;
     }
     for item in overrides {
         let one = override_table(item)?;
         let text = toml::to_string(&one).expect("tables serialise");
         parse(&text).map_err(|e| Error::Override {
             item: item.clone(),
-            source: Box::new(e),
+            source: e.into(),
         })?;
         table.extend(one);
     }
     // Each part reads alone, so together they do (a later key replaces an earlier one).
     let text = toml::to_string(&table).expect("tables serialise");
-    parse(&text).map_err(|e| Error::Training {
-        reason: format!("the merged settings: {e}"),
-    })
+    parse(&text).map_err(|e| Error::MergedSettings(e.into()))
 }
 
 /// The GRPO settings of a TOML file (TRL's names) with `--set` overrides, validated.
@@ -507,9 +505,9 @@ pub fn retrieval_report_path(output: &Path) -> PathBuf {
 /// Writes `text` to `path`, making its folder.
 fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs_err::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        fs_err::create_dir_all(dir).map_err(|e| Error::io(IoOp::CreateDir, dir, e))?;
     }
-    fs_err::write(path, text).map_err(|e| Error::io(path, e))
+    fs_err::write(path, text).map_err(|e| Error::io(IoOp::Write, path, e))
 }
 
 /// Runs `trainer predict`; returns the mean SWE-RL reward of the completions. `on_batch` sees

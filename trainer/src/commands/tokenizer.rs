@@ -14,7 +14,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde_json::Value;
 use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::normalizers::NormalizerWrapper;
@@ -25,6 +24,57 @@ use tokenizers::{AddedToken, TokenizerBuilder};
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 /// The padding token, id 1.
 pub const PAD: &str = "<|pad|>";
+
+/// Why the tokenizer could not be trained or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A corpus file could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A corpus line is not JSON.
+    #[error("{}:{line}: not a JSON object", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The corpus files hold no text.
+    #[error("no text found in {} and {}", dataset.display(), samples.display())]
+    NoText {
+        /// The dataset file.
+        dataset: PathBuf,
+        /// The sample completions file.
+        samples: PathBuf,
+    },
+    /// The tokenizers library failed a step (`assemble`, `train`, `serialise`).
+    #[error("cannot {step} the tokenizer")]
+    Tokenizers {
+        /// The step.
+        step: &'static str,
+        /// The library's error.
+        #[source]
+        source: tokenizers::Error,
+    },
+    /// The tokenizer file could not be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        /// The file, or its folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// What to train on and how big a vocabulary to learn.
 #[derive(Debug, Clone)]
@@ -49,7 +99,7 @@ impl TokenizerSpec {
 }
 
 /// Reads the corpus of `spec`, in a fixed order, one document per string.
-pub fn corpus(spec: &TokenizerSpec) -> anyhow::Result<Vec<String>> {
+pub fn corpus(spec: &TokenizerSpec) -> Result<Vec<String>, TrainError> {
     let mut docs = Vec::new();
     for record in read_jsonl(&spec.dataset)? {
         docs.extend(string_field(&record, "problem_statement"));
@@ -60,17 +110,17 @@ pub fn corpus(spec: &TokenizerSpec) -> anyhow::Result<Vec<String>> {
         docs.extend(string_field(&record, "prompt"));
         docs.extend(string_field(&record, "completion"));
     }
-    anyhow::ensure!(
-        !docs.is_empty(),
-        "no text found in {} and {}",
-        spec.dataset.display(),
-        spec.samples.display()
-    );
+    if docs.is_empty() {
+        return Err(TrainError::NoText {
+            dataset: spec.dataset.clone(),
+            samples: spec.samples.clone(),
+        });
+    }
     Ok(docs)
 }
 
 /// Trains the tokenizer and returns its `tokenizer.json` text (pretty-printed, newline-terminated).
-pub fn build(spec: &TokenizerSpec) -> anyhow::Result<String> {
+pub fn build(spec: &TokenizerSpec) -> Result<String, TrainError> {
     let docs = corpus(spec)?;
     let specials = [END_OF_TEXT, PAD].map(|t| AddedToken::from(t, true));
     let mut trainer = BpeTrainerBuilder::new()
@@ -89,38 +139,54 @@ pub fn build(spec: &TokenizerSpec) -> anyhow::Result<String> {
             .with_post_processor(Some(byte_level))
             .with_decoder(Some(byte_level))
             .build()
-            .map_err(|e| anyhow::anyhow!("cannot assemble the tokenizer: {e}"))?;
+            .map_err(failed_to("assemble"))?;
     tokenizer
         .train(&mut trainer, docs.iter())
-        .map_err(|e| anyhow::anyhow!("cannot train the tokenizer: {e}"))?;
+        .map_err(failed_to("train"))?;
     tokenizer.add_special_tokens(&specials);
     let tokenizer = tokenizers::Tokenizer::from(tokenizer);
-    let mut json = tokenizer
-        .to_string(true)
-        .map_err(|e| anyhow::anyhow!("cannot serialise the tokenizer: {e}"))?;
+    let mut json = tokenizer.to_string(true).map_err(failed_to("serialise"))?;
     json.push('\n');
     Ok(json)
 }
 
 /// Trains the tokenizer of `spec` and writes it to `out`; returns the vocabulary size.
-pub fn run(spec: &TokenizerSpec, out: &Path) -> anyhow::Result<usize> {
+pub fn run(spec: &TokenizerSpec, out: &Path) -> Result<usize, TrainError> {
     let json = build(spec)?;
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        fs_err::create_dir_all(dir)?;
+        fs_err::create_dir_all(dir).map_err(|source| TrainError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
-    fs_err::write(out, &json)?;
-    let tokenizer = crate::tokenizer::Tokenizer::from_file(out)?;
-    Ok(tokenizer.vocab_size())
+    swerve_cache::write_atomic(out, json.as_bytes()).map_err(|source| TrainError::Write {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    // The text just written, read as `trainer` reads a tokenizer.
+    let tokenizer: tokenizers::Tokenizer = json.parse().map_err(failed_to("read back"))?;
+    Ok(tokenizer.get_vocab_size(true))
 }
 
-fn read_jsonl(path: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = fs_err::read_to_string(path)?;
+/// The error of the tokenizers library's `step`.
+fn failed_to(step: &'static str) -> impl Fn(tokenizers::Error) -> TrainError {
+    move |source| TrainError::Tokenizers { step, source }
+}
+
+fn read_jsonl(path: &Path) -> Result<Vec<Value>, TrainError> {
+    let text = fs_err::read_to_string(path).map_err(|source| TrainError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(i, line)| {
-            serde_json::from_str(line)
-                .with_context(|| format!("{}:{}: not a JSON object", path.display(), i + 1))
+            serde_json::from_str(line).map_err(|source| TrainError::Json {
+                path: path.to_path_buf(),
+                line: i + 1,
+                source,
+            })
         })
         .collect()
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 
 /// Which Hugging Face architecture the weights follow. The two differ only in which projections
 /// carry biases.
@@ -60,7 +60,7 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// Reads and validates a `config.json`.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let text = fs_err::read_to_string(path).map_err(|e| Error::io(IoOp::Read, path, e))?;
         let value: Value = serde_json::from_str(&text).map_err(|source| Error::Json {
             path: path.to_path_buf(),
             source,

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::config::ModelConfig;
 use super::params::{ModelParams, Param, expected_shapes};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 
 /// File name of a single-file checkpoint.
 pub const SINGLE_FILE: &str = "model.safetensors";
@@ -94,7 +94,7 @@ pub fn save_params<E: Dtype, D: Device<E>>(params: &ModelParams<E, D>, path: &Pa
 
 /// The shard files named by an index, each with the tensor names it holds.
 fn shard_files(index: &Path) -> Result<BTreeMap<String, Vec<String>>> {
-    let text = fs_err::read_to_string(index).map_err(|e| Error::io(index, e))?;
+    let text = fs_err::read_to_string(index).map_err(|e| Error::io(IoOp::Read, index, e))?;
     let value: Value = serde_json::from_str(&text).map_err(|source| Error::Json {
         path: index.to_path_buf(),
         source,
@@ -125,7 +125,7 @@ pub fn read_tensors(
     path: &Path,
     only: Option<&BTreeSet<String>>,
 ) -> Result<BTreeMap<String, HostTensor>> {
-    let bytes = fs_err::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = fs_err::read(path).map_err(|e| Error::io(IoOp::Read, path, e))?;
     let st = SafeTensors::deserialize(&bytes).map_err(|source| Error::Safetensors {
         path: path.to_path_buf(),
         source,

@@ -226,9 +226,7 @@ pub fn fill_context(
             (ranked.clone(), ranked)
         }
         Retriever::Model => {
-            let localizer = localizer.ok_or_else(|| Error::Training {
-                reason: "the model retriever needs a model to localise with".into(),
-            })?;
+            let localizer = localizer.ok_or(Error::NoLocalizer)?;
             let localization = localize(query, &files, settings, localizer)?;
             let named = localization.named.clone();
             report.fallback = if localization.prompt_tokens == 0 {

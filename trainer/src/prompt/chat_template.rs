@@ -29,7 +29,7 @@ use minijinja::{Environment, ErrorKind};
 
 use swerve_swebench::pyjson::{self, Dumps};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 
 /// The file in a checkpoint folder that holds the template and the special tokens.
 pub const CONFIG_FILE: &str = "tokenizer_config.json";
@@ -220,7 +220,7 @@ fn read_if_present(path: &Path) -> Result<Option<String>> {
     match fs_err::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(path, e)),
+        Err(e) => Err(Error::io(IoOp::Read, path, e)),
     }
 }
 

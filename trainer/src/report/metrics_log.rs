@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::report::tensorboard::EventWriter;
 
 /// Where a run's metrics go besides `metrics.jsonl`, which is always written (plots and
@@ -71,10 +71,10 @@ impl MetricsLog {
             Vec::new()
         };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs_err::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            fs_err::create_dir_all(parent).map_err(|e| Error::io(IoOp::CreateDir, parent, e))?;
         }
         let text: String = kept.iter().map(|m| m.to_json_line() + "\n").collect();
-        fs_err::write(path, text).map_err(|e| Error::io(path, e))?;
+        fs_err::write(path, text).map_err(|e| Error::io(IoOp::Write, path, e))?;
         let events = match report_to {
             ReportTo::Jsonl => None,
             ReportTo::Tensorboard => {
@@ -108,8 +108,9 @@ impl MetricsLog {
         let mut file = fs_err::OpenOptions::new()
             .append(true)
             .open(&self.path)
-            .map_err(|e| Error::io(&self.path, e))?;
-        writeln!(file, "{}", metrics.to_json_line()).map_err(|e| Error::io(&self.path, e))?;
+            .map_err(|e| Error::io(IoOp::Append, &self.path, e))?;
+        writeln!(file, "{}", metrics.to_json_line())
+            .map_err(|e| Error::io(IoOp::Append, &self.path, e))?;
         if let Some(events) = &mut self.events {
             events.append(metrics)?;
         }
@@ -119,7 +120,7 @@ impl MetricsLog {
 
 /// Reads a metrics file (`null` reads back as NaN).
 pub fn read(path: &Path) -> Result<Vec<StepMetrics>> {
-    let text = fs_err::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = fs_err::read_to_string(path).map_err(|e| Error::io(IoOp::Read, path, e))?;
     let mut out = Vec::new();
     for (i, line) in text
         .lines()
@@ -159,6 +160,14 @@ mod tests {
             step,
             values: BTreeMap::from([("reward".to_owned(), reward), ("kl".to_owned(), f64::NAN)]),
         }
+    }
+
+    #[test]
+    fn an_error_names_the_operation_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("none.jsonl");
+        let message = read(&path).unwrap_err().to_string();
+        assert_eq!(message, format!("cannot read {}", path.display()));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::report::metrics_log::StepMetrics;
 
 /// Plot size in pixels.
@@ -61,7 +61,7 @@ pub fn plot_metrics(
     dir: &Path,
     run: &str,
 ) -> Result<Vec<PathBuf>> {
-    fs_err::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    fs_err::create_dir_all(dir).map_err(|e| Error::io(IoOp::CreateDir, dir, e))?;
     let mut written = Vec::new();
     let mut index = serde_json::Map::new();
     for name in names {
@@ -102,7 +102,7 @@ pub fn plot_metrics(
     }
     let index_path = dir.join("plots.json");
     let text = serde_json::to_string_pretty(&index).expect("JSON values serialise");
-    fs_err::write(&index_path, text).map_err(|e| Error::io(&index_path, e))?;
+    fs_err::write(&index_path, text).map_err(|e| Error::io(IoOp::Write, &index_path, e))?;
     Ok(written)
 }
 

@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::report::metrics_log::StepMetrics;
 
 /// The prefix of every event file name.
@@ -193,8 +193,8 @@ pub fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
     if !dir.is_dir() {
         return Ok(files);
     }
-    for entry in fs_err::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let entry = entry.map_err(|e| Error::io(dir, e))?;
+    for entry in fs_err::read_dir(dir).map_err(|e| Error::io(IoOp::ListDir, dir, e))? {
+        let entry = entry.map_err(|e| Error::io(IoOp::ListDir, dir, e))?;
         if entry.file_name().to_string_lossy().starts_with(FILE_PREFIX) {
             files.push(entry.path());
         }
@@ -208,7 +208,7 @@ impl EventWriter {
     /// removing the event files already there.
     pub fn create(dir: &Path, kept: &[StepMetrics]) -> Result<Self> {
         for old in event_files(dir)? {
-            fs_err::remove_file(&old).map_err(|e| Error::io(&old, e))?;
+            fs_err::remove_file(&old).map_err(|e| Error::io(IoOp::Remove, &old, e))?;
         }
         let wall_time = now();
         let path = dir.join(format!(
@@ -227,7 +227,7 @@ impl EventWriter {
         for metrics in kept {
             bytes.extend(record(&step_event(metrics, wall_time).encode()));
         }
-        fs_err::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+        fs_err::write(&path, bytes).map_err(|e| Error::io(IoOp::Write, &path, e))?;
         Ok(Self { path })
     }
 
@@ -241,9 +241,9 @@ impl EventWriter {
         let mut file = fs_err::OpenOptions::new()
             .append(true)
             .open(&self.path)
-            .map_err(|e| Error::io(&self.path, e))?;
+            .map_err(|e| Error::io(IoOp::Append, &self.path, e))?;
         file.write_all(&record(&step_event(metrics, now()).encode()))
-            .map_err(|e| Error::io(&self.path, e))
+            .map_err(|e| Error::io(IoOp::Append, &self.path, e))
     }
 }
 

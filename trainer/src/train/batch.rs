@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::model::TokenBatch;
+use crate::train::driver::RunError;
 
 /// A packed batch.
 #[derive(Debug, Clone)]
@@ -36,9 +37,7 @@ pub fn pack_to(pairs: &[(&[u32], &[u32])], pad: u32, at_least: (usize, usize)) -
         (p.max(at_least.0), c.max(at_least.1))
     };
     if pairs.is_empty() || p == 0 || c == 0 {
-        return Err(Error::Training {
-            reason: "a batch needs at least one prompt token and one completion token".into(),
-        });
+        return Err(Error::Run(RunError::EmptyBatch));
     }
     let cols = p + c;
     let mut ids = Vec::with_capacity(pairs.len() * cols);

@@ -27,6 +27,80 @@ use crate::train::plan::PlanInputs;
 use crate::train::schedule::Schedule;
 use crate::train::{MetricsAccumulator, RunOutput};
 
+/// Why a run cannot start, resume or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The checkpoint is of another kind of run.
+    #[error("cannot resume a `{run}` run from a `{checkpoint}` checkpoint")]
+    OtherKind {
+        /// This run's kind.
+        run: &'static str,
+        /// The checkpoint's.
+        checkpoint: String,
+    },
+    /// A GRPO checkpoint taken inside a generation batch (the last of a run), which does not
+    /// resume: the batch's buffer is not in it.
+    #[error(
+        "cannot resume at micro-step {micro_step} (GRPO resumes only between generation batches)"
+    )]
+    MidGeneration {
+        /// The checkpoint's micro-step.
+        micro_step: u64,
+    },
+    /// The checkpoint was written by a run on another number of ranks.
+    #[error(
+        "this checkpoint was written by a run of {written} rank(s) and this run has {ranks}: a \
+         run resumes only on its own number of ranks (its global batch, \
+         per_device_train_batch_size × ranks, and its place in the data depend on it). Resume \
+         with {written} rank(s), or start a new run from the checkpoint's weights with --model \
+         <checkpoint> (its optimiser state and step count are not carried over)"
+    )]
+    OtherRanks {
+        /// The checkpoint's ranks.
+        written: u64,
+        /// This run's.
+        ranks: usize,
+    },
+    /// SFT without examples.
+    #[error("no SFT examples")]
+    NoExamples,
+    /// GRPO without tasks.
+    #[error("no tasks to train on")]
+    NoTasks,
+    /// GRPO without a reward function.
+    #[error("GRPO needs at least one reward function")]
+    NoRewardFunctions,
+    /// The model's config names no EOS token, which SFT appends to every completion.
+    #[error("the model config names no eos_token_id")]
+    NoEosToken,
+    /// β > 0 without the reference weights.
+    #[error("beta = {beta} needs the reference model (the initial weights)")]
+    NoReference {
+        /// The KL coefficient.
+        beta: f64,
+    },
+    /// `sync_ref_model` with β = 0, where there is no reference model.
+    #[error(
+        "`sync_ref_model = true` with `beta = 0`: there is no reference model to synchronise; \
+         set a non-zero `beta` or leave `sync_ref_model` unset"
+    )]
+    SyncWithoutReference,
+    /// A batch without a prompt token or without a completion token.
+    #[error("a batch needs at least one prompt token and one completion token")]
+    EmptyBatch,
+    /// A micro-batch's inputs do not match its log-probs.
+    #[error("micro-batch inputs do not match its {rows}×{cols} log-probs")]
+    MicroBatchShape {
+        /// Rows of the log-probs.
+        rows: usize,
+        /// Their columns.
+        cols: usize,
+    },
+    /// The GRPO objective refused a micro-batch.
+    #[error("GRPO objective")]
+    Objective(#[source] crate::grpo::GrpoError),
+}
+
 /// What a run continues with besides its model: the optimiser and the run's state, from a
 /// checkpoint.
 pub type Resume<D> = (AdamW<f32, D>, RunState);
@@ -133,13 +207,10 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
         let (optimizer, state) = match resume {
             Some((mut optimizer, state)) => {
                 if state.kind != O::KIND {
-                    return Err(Error::Training {
-                        reason: format!(
-                            "cannot resume a `{}` run from a `{}` checkpoint",
-                            O::KIND,
-                            state.kind
-                        ),
-                    });
+                    return Err(Error::Run(RunError::OtherKind {
+                        run: O::KIND,
+                        checkpoint: state.kind,
+                    }));
                 }
                 objective.check_resume(&state)?;
                 state.check_ranks(ranks.world_size())?;

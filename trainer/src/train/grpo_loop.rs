@@ -52,7 +52,7 @@ use crate::tokenizer::Tokenizer;
 use crate::train::arguments::TrainingArguments;
 use crate::train::batch::{Packed, pack_to};
 use crate::train::derive_seed;
-use crate::train::driver::{Objective, Resume, StepContext, Trainer};
+use crate::train::driver::{Objective, Resume, RunError, StepContext, Trainer};
 use crate::train::grpo_objective::{MicroBatch, grpo_loss};
 use crate::train::plan::PlanInputs;
 use crate::train::rewards::{Executor, PendingExecution, RewardFunctions};
@@ -201,23 +201,13 @@ impl<'a, D: Kernels<f32>> Grpo<'a, D> {
             );
         }
         if config.beta > 0.0 && reference.is_none() {
-            return Err(Error::Training {
-                reason: format!(
-                    "beta = {} needs the reference model (the initial weights)",
-                    config.beta
-                ),
-            });
+            return Err(Error::Run(RunError::NoReference { beta: config.beta }));
         }
         if inputs.tasks.is_empty() {
-            return Err(Error::Training {
-                reason: "no tasks to train on".into(),
-            });
+            return Err(Error::Run(RunError::NoTasks));
         }
-        let names = inputs.rewards.names();
-        if names.is_empty() {
-            return Err(Error::Training {
-                reason: "GRPO needs at least one reward function".into(),
-            });
+        if inputs.rewards.names().is_empty() {
+            return Err(Error::Run(RunError::NoRewardFunctions));
         }
         let prompt_texts = inputs
             .tasks
@@ -266,12 +256,9 @@ impl<D: Kernels<f32>> Objective<D> for Grpo<'_, D> {
         if self.resumable_at(state) {
             return Ok(());
         }
-        Err(Error::Training {
-            reason: format!(
-                "cannot resume at micro-step {} (GRPO resumes only between generation batches)",
-                state.micro_step
-            ),
-        })
+        Err(Error::Run(RunError::MidGeneration {
+            micro_step: state.micro_step,
+        }))
     }
 
     /// `gradient_accumulation_steps` micro-batches, generating a batch whenever the buffer runs
@@ -900,11 +887,7 @@ pub fn total_steps(config: &GrpoConfig, tasks: usize) -> u64 {
 /// Rejects the TRL settings that validate but do not fit together in a run.
 fn check_supported(config: &GrpoConfig) -> Result<()> {
     if config.sync_ref_model && config.beta == 0.0 {
-        return Err(Error::Training {
-            reason: "`sync_ref_model = true` with `beta = 0`: there is no reference model to \
-                     synchronise; set a non-zero `beta` or leave `sync_ref_model` unset"
-                .into(),
-        });
+        return Err(Error::Run(RunError::SyncWithoutReference));
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::grpo::loss::{
     LossInputs, MetricSums, MicroBatchScope, ObjectiveParams, OldLogps, micro_batch_terms,
 };
+use crate::train::driver::RunError;
 
 type T2<E, D, T> = Tensor<(usize, usize), E, D, T>;
 
@@ -75,9 +76,7 @@ pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D> + Merge<R>, R: Tape<E, D>
             .as_ref()
             .is_none_or(|e| *e.shape() == (rows, cols));
     if !shape_ok {
-        return Err(Error::Training {
-            reason: format!("micro-batch inputs do not match its {rows}×{cols} log-probs"),
-        });
+        return Err(Error::Run(RunError::MicroBatchShape { rows, cols }));
     }
     let to_rows =
         |flat: &[f64]| -> Vec<Vec<f64>> { flat.chunks(cols.max(1)).map(<[f64]>::to_vec).collect() };
@@ -109,12 +108,8 @@ pub fn grpo_loss<E: Dtype, D: Device<E>, T: Tape<E, D> + Merge<R>, R: Tape<E, D>
         advantages: batch.advantages,
         entropies: entropy_rows.as_deref(),
     };
-    let terms =
-        micro_batch_terms(&inputs, &to_rows(batch.weights), params, &batch.scope).map_err(|e| {
-            Error::Training {
-                reason: format!("GRPO objective: {e}"),
-            }
-        })?;
+    let terms = micro_batch_terms(&inputs, &to_rows(batch.weights), params, &batch.scope)
+        .map_err(|e| Error::Run(RunError::Objective(e)))?;
     let dev = logps.device().clone();
     let constant = |values: &[Vec<f64>]| -> T2<E, D, NoneTape> {
         let values = values

@@ -28,7 +28,7 @@ use crate::tokenizer::Tokenizer;
 use crate::train::arguments::{TrainingArguments, check, deserialize_flat};
 use crate::train::batch::pack_to;
 use crate::train::derive_seed;
-use crate::train::driver::{Objective, Resume, StepContext, Trainer};
+use crate::train::driver::{Objective, Resume, RunError, StepContext, Trainer};
 use crate::train::plan::PlanInputs;
 
 const STREAM_ORDER: u64 = 11;
@@ -77,9 +77,7 @@ impl<'de> Deserialize<'de> for SftConfig {
 impl SftConfig {
     /// Parses TOML with the names above and checks the values.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let config = Self::parse_toml(text).map_err(|e| Error::Training {
-            reason: format!("SFT settings: {}", e.message()),
-        })?;
+        let config = Self::parse_toml(text).map_err(|e| Error::SftConfig(e.into()))?;
         config.validate()?;
         Ok(config)
     }
@@ -99,9 +97,7 @@ impl SftConfig {
                     format!("must be at least 2, got {}", self.max_length)
                 })
             })
-            .map_err(|e| Error::Training {
-                reason: format!("SFT setting {e}"),
-            })
+            .map_err(|e| Error::SftConfig(e.into()))
     }
 }
 
@@ -149,17 +145,13 @@ impl Sft {
     ) -> Result<Self> {
         config.validate()?;
         if examples.is_empty() {
-            return Err(Error::Training {
-                reason: "no SFT examples".into(),
-            });
+            return Err(Error::Run(RunError::NoExamples));
         }
         let eos = *model
             .config
             .eos_token_ids
             .first()
-            .ok_or_else(|| Error::Training {
-                reason: "the model config names no eos_token_id".into(),
-            })?;
+            .ok_or(Error::Run(RunError::NoEosToken))?;
         let examples = examples
             .iter()
             .map(|e| {
