@@ -253,11 +253,6 @@ impl ModelConfig {
     pub fn to_json(&self) -> Value {
         Value::Object(self.raw.clone())
     }
-
-    /// Query heads per key/value head (1 without grouped-query attention).
-    pub fn group_size(&self) -> usize {
-        self.num_heads / self.num_kv_heads
-    }
 }
 
 fn token_id(n: &serde_json::Number) -> Result<u32> {
@@ -352,7 +347,12 @@ mod tests {
     fn reads_qwen2_defaults_and_gqa() {
         let c = ModelConfig::from_json(base()).unwrap();
         assert_eq!(
-            (c.head_dim, c.group_size(), c.qkv_bias, c.o_bias),
+            (
+                c.head_dim,
+                c.num_heads / c.num_kv_heads,
+                c.qkv_bias,
+                c.o_bias
+            ),
             (4, 2, true, false)
         );
         assert_eq!(c.eos_token_ids, vec![1, 2]);

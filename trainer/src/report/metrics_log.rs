@@ -73,8 +73,9 @@ impl MetricsLog {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs_err::create_dir_all(parent).map_err(|e| Error::io(IoOp::CreateDir, parent, e))?;
         }
+        // Written whole or not at all: a crash here leaves the run's history as it was.
         let text: String = kept.iter().map(|m| m.to_json_line() + "\n").collect();
-        fs_err::write(path, text).map_err(|e| Error::io(IoOp::Write, path, e))?;
+        swerve_cache::write_atomic(path, text).map_err(|e| Error::io(IoOp::Write, path, e))?;
         let events = match report_to {
             ReportTo::Jsonl => None,
             ReportTo::Tensorboard => {
@@ -98,18 +99,13 @@ impl MetricsLog {
         &self.path
     }
 
-    /// The TensorBoard event file, when the run reports to TensorBoard.
-    pub fn event_file(&self) -> Option<&Path> {
-        self.events.as_ref().map(EventWriter::path)
-    }
-
-    /// Appends one step.
+    /// Appends one step: its line in one write, so that the file holds whole lines.
     pub fn append(&mut self, metrics: &StepMetrics) -> Result<()> {
         let mut file = fs_err::OpenOptions::new()
             .append(true)
             .open(&self.path)
             .map_err(|e| Error::io(IoOp::Append, &self.path, e))?;
-        writeln!(file, "{}", metrics.to_json_line())
+        file.write_all((metrics.to_json_line() + "\n").as_bytes())
             .map_err(|e| Error::io(IoOp::Append, &self.path, e))?;
         if let Some(events) = &mut self.events {
             events.append(metrics)?;
