@@ -78,13 +78,17 @@ pub fn plot_metrics(
             reason,
         };
         register_font().map_err(plot)?;
+        // Drawn in memory and written whole, so that a plot is the old one or the new one.
+        let mut pixels = vec![0; SIZE.0 as usize * SIZE.1 as usize * 3];
         draw(
-            BitMapBackend::new(&path, SIZE).into_drawing_area(),
+            BitMapBackend::with_buffer(&mut pixels, SIZE).into_drawing_area(),
             &points,
             name,
             run,
         )
         .map_err(plot)?;
+        let png = encode_png(&pixels).map_err(plot)?;
+        swerve_cache::write_atomic(&path, png).map_err(|e| Error::io(IoOp::Write, &path, e))?;
         let values: Vec<f64> = points.iter().map(|p| p.1).collect();
         index.insert(
             name.to_string(),
@@ -102,8 +106,19 @@ pub fn plot_metrics(
     }
     let index_path = dir.join("plots.json");
     let text = serde_json::to_string_pretty(&index).expect("JSON values serialise");
-    fs_err::write(&index_path, text).map_err(|e| Error::io(IoOp::Write, &index_path, e))?;
+    swerve_cache::write_atomic(&index_path, text)
+        .map_err(|e| Error::io(IoOp::Write, &index_path, e))?;
     Ok(written)
+}
+
+/// A plot's RGB `pixels` as PNG, encoded as `plotters` saves a bitmap to a `.png` path.
+fn encode_png(pixels: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    use image::ImageEncoder;
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(pixels, SIZE.0, SIZE.1, image::ColorType::Rgb8)
+        .map_err(|e| e.to_string())?;
+    Ok(png)
 }
 
 /// A trailing moving average over `window` points.

@@ -204,12 +204,10 @@ pub fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 impl EventWriter {
-    /// Starts a new event file in `dir` holding `kept` (the steps a resumed run keeps), after
-    /// removing the event files already there.
+    /// Starts a new event file in `dir` holding `kept` (the steps a resumed run keeps), written
+    /// whole, then removes the event files that were there.
     pub fn create(dir: &Path, kept: &[StepMetrics]) -> Result<Self> {
-        for old in event_files(dir)? {
-            fs_err::remove_file(&old).map_err(|e| Error::io(IoOp::Remove, &old, e))?;
-        }
+        let old = event_files(dir)?;
         let wall_time = now();
         let path = dir.join(format!(
             "{FILE_PREFIX}{}.{}",
@@ -227,7 +225,11 @@ impl EventWriter {
         for metrics in kept {
             bytes.extend(record(&step_event(metrics, wall_time).encode()));
         }
-        fs_err::write(&path, bytes).map_err(|e| Error::io(IoOp::Write, &path, e))?;
+        swerve_cache::write_atomic(&path, bytes).map_err(|e| Error::io(IoOp::Write, &path, e))?;
+        // A file of the same second and host was just replaced.
+        for old in old.iter().filter(|&old| *old != path) {
+            fs_err::remove_file(old).map_err(|e| Error::io(IoOp::Remove, old, e))?;
+        }
         Ok(Self { path })
     }
 
