@@ -290,7 +290,7 @@ fn run_on<D: Kernels<f32>>(
         .iter()
         .map(|p| serde_json::to_string(&p.prediction).expect("predictions serialise") + "\n")
         .collect();
-    fs_err::write(&predictions_path, lines)
+    swerve_cache::write_atomic(&predictions_path, lines)
         .map_err(|e| Error::io(IoOp::Write, &predictions_path, e))?;
     seconds.insert("predict".to_owned(), phase.elapsed().as_secs_f64());
     seconds.insert("total".to_owned(), started.elapsed().as_secs_f64());
@@ -321,7 +321,8 @@ fn run_on<D: Kernels<f32>>(
     };
     let summary_path = paths.out.join("summary.json");
     let text = serde_json::to_string_pretty(&summary).expect("summary serialises");
-    fs_err::write(&summary_path, text).map_err(|e| Error::io(IoOp::Write, &summary_path, e))?;
+    swerve_cache::write_atomic(&summary_path, text)
+        .map_err(|e| Error::io(IoOp::Write, &summary_path, e))?;
     tracing::info!(checkpoint = %sft_checkpoint.display(), "SFT checkpoint");
     Ok(summary)
 }

@@ -502,12 +502,12 @@ pub fn retrieval_report_path(output: &Path) -> PathBuf {
     output.with_extension("retrieval.jsonl")
 }
 
-/// Writes `text` to `path`, making its folder.
+/// Writes `text` to `path` whole or not at all, making its folder.
 fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         fs_err::create_dir_all(dir).map_err(|e| Error::io(IoOp::CreateDir, dir, e))?;
     }
-    fs_err::write(path, text).map_err(|e| Error::io(IoOp::Write, path, e))
+    swerve_cache::write_atomic(path, text).map_err(|e| Error::io(IoOp::Write, path, e))
 }
 
 /// Runs `trainer predict`; returns the mean SWE-RL reward of the completions. `on_batch` sees
