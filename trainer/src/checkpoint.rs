@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use dfdx::prelude::{Device, Dtype, HasShape, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, IoOp, Result};
+use crate::error::{CheckpointProblem, Error, IoOp, Result};
 use crate::model::params::{Moments, Param};
 use crate::model::safetensors_io::{self, HostTensor};
 use crate::model::{AdamW, AdamWConfig, CausalLm, ModelParams};
@@ -27,7 +27,7 @@ pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 pub const RUN_STATE_FILE: &str = "swerve_run_state.json";
 /// The resume file of checkpoints of earlier swerve versions (and the Hugging Face Trainer's own
 /// file, of another schema).
-const EARLIER_STATE_FILE: &str = "trainer_state.json";
+pub(crate) const EARLIER_STATE_FILE: &str = "trainer_state.json";
 /// Tokenizer files copied into a checkpoint when present next to the given `tokenizer.json`
 /// (the chat template too, so that `--prompt-format template` works on a checkpoint).
 const TOKENIZER_FILES: [&str; 3] = [
@@ -213,9 +213,7 @@ pub fn load_resumable<D: Device<f32>>(dir: &Path, dev: &D) -> Result<Resumed<D>>
     let loaded = load(dir, dev)?;
     let (optimizer, run) = loaded.resume.ok_or_else(|| Error::Checkpoint {
         path: dir.to_path_buf(),
-        reason: format!(
-            "no {RUN_STATE_FILE} to resume from (a model folder, not a checkpoint of a run)"
-        ),
+        problem: CheckpointProblem::NoRunState,
     })?;
     Ok((loaded.model, optimizer, run))
 }
@@ -226,11 +224,7 @@ pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>>
     let state_path = dir.join(RUN_STATE_FILE);
     let earlier = || Error::Checkpoint {
         path: dir.to_path_buf(),
-        reason: format!(
-            "it has {EARLIER_STATE_FILE} (an earlier swerve's, or the Hugging Face Trainer's) \
-             and no {RUN_STATE_FILE} of this version: its model loads as a model folder \
-             (--model), not as a run to --resume"
-        ),
+        problem: CheckpointProblem::EarlierRunState,
     };
     let has_earlier = dir.join(EARLIER_STATE_FILE).exists();
     if !state_path.exists() {
@@ -261,7 +255,7 @@ pub fn load<E: Dtype, D: Device<E>>(dir: &Path, dev: &D) -> Result<Loaded<E, D>>
     let mut take = |name: &str, shape: Vec<usize>| -> Result<Vec<E>> {
         let t = stored.remove(name).ok_or_else(|| Error::Checkpoint {
             path: dir.to_path_buf(),
-            reason: format!("optimiser state lacks `{name}`"),
+            problem: CheckpointProblem::MissingMoments(name.to_owned()),
         })?;
         if t.shape != shape {
             return Err(Error::TensorShape {

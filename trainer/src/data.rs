@@ -66,10 +66,10 @@ fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
-            serde_json::from_str(line).map_err(|e| Error::Data {
+            serde_json::from_str(line).map_err(|source| Error::Data {
                 path: path.to_path_buf(),
                 line: i + 1,
-                reason: e.to_string(),
+                source,
             })
         })
         .collect()

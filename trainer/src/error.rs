@@ -125,19 +125,11 @@ pub enum Error {
         source: tokenizers::Error,
     },
     /// Generation was asked for something it cannot do (empty prompt, invalid sampling setting).
-    #[error("generation: {reason}")]
-    Generation {
-        /// What was wrong.
-        reason: String,
-    },
-    /// The model was given input it cannot run, in training or generation: ids or a mask that
-    /// do not fill the batch's shape, a token id outside the vocabulary, a completion start
-    /// outside the sequence, a non-positive log-prob temperature, a KV cache of another batch.
-    #[error("model input: {reason}")]
-    ModelInput {
-        /// What was wrong.
-        reason: String,
-    },
+    #[error("generation: {0}")]
+    Generation(GenerationError),
+    /// The model was given input it cannot run, in training or generation.
+    #[error("model input: {0}")]
+    ModelInput(ModelInputError),
     /// The process-wide CPU thread pool could not be set up (it already exists, or a worker
     /// thread could not be spawned).
     #[error("cannot set up the CPU thread pool")]
@@ -147,12 +139,12 @@ pub enum Error {
         source: rayon::ThreadPoolBuildError,
     },
     /// A checkpoint directory is incomplete or inconsistent.
-    #[error("checkpoint {path}: {reason}")]
+    #[error("checkpoint {}: {problem}", path.display())]
     Checkpoint {
         /// The checkpoint directory.
         path: PathBuf,
         /// What is wrong with it.
-        reason: String,
+        problem: CheckpointProblem,
     },
     /// A task file could not be read as dataset rows.
     #[error("cannot read tasks from {}", path.display())]
@@ -174,24 +166,25 @@ pub enum Error {
         source: swerve_swebench::names::NameError,
     },
     /// A training data file (prompt/completion pairs) has a line that does not parse.
-    #[error("{path}, line {line}: {reason}")]
+    #[error("{}, line {line}", path.display())]
     Data {
         /// The file.
         path: PathBuf,
         /// The 1-based line number.
         line: usize,
-        /// What is wrong with it.
-        reason: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
     },
     /// A metrics log (`metrics.jsonl`) has a line that is not one step's metrics.
-    #[error("metrics log {path}, line {line}: {reason}")]
+    #[error("metrics log {}, line {line}: {problem}", path.display())]
     MetricsLog {
         /// The file.
         path: PathBuf,
         /// The 1-based line number.
         line: usize,
         /// What is wrong with it.
-        reason: String,
+        problem: MetricsLineError,
     },
     /// The GRPO settings are invalid.
     #[error("GRPO settings")]
@@ -313,6 +306,108 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+}
+
+/// What [`Error::Generation`] refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GenerationError {
+    /// A negative or non-finite temperature.
+    #[error("temperature {0} must be finite and ≥ 0")]
+    Temperature(f64),
+    /// `top_p` outside (0, 1].
+    #[error("top_p {0} must be in (0, 1]")]
+    TopP(f64),
+    /// `min_p` outside [0, 1].
+    #[error("min_p {0} must be in [0, 1]")]
+    MinP(f64),
+    /// A repetition penalty that is not finite and positive.
+    #[error("repetition_penalty {0} must be finite and > 0")]
+    RepetitionPenalty(f64),
+    /// No prompts, or an empty one.
+    #[error("every prompt needs at least one token")]
+    EmptyPrompt,
+}
+
+/// What [`Error::ModelInput`] refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelInputError {
+    /// Ids or a mask that do not fill the batch's shape.
+    #[error("a {rows}×{cols} batch needs {} ids and mask entries, got {ids} and {mask}", rows * cols)]
+    BatchShape {
+        /// Rows of the batch.
+        rows: usize,
+        /// Columns of the batch.
+        cols: usize,
+        /// Ids given.
+        ids: usize,
+        /// Mask entries given.
+        mask: usize,
+    },
+    /// A completion start outside the sequence.
+    #[error("completion_start {start} must be in 1..{len}")]
+    CompletionStart {
+        /// The start given.
+        start: usize,
+        /// The sequence length.
+        len: usize,
+    },
+    /// A log-prob temperature that is not positive.
+    #[error("temperature {0} must be positive")]
+    Temperature(f64),
+    /// A token id outside the vocabulary.
+    #[error("token id {0} is outside the vocabulary")]
+    TokenOutsideVocabulary(usize),
+    /// A KV cache of another batch.
+    #[error("cache has {cache} rows, batch has {batch}")]
+    CacheRows {
+        /// The cache's rows.
+        cache: usize,
+        /// The batch's.
+        batch: usize,
+    },
+}
+
+/// What is wrong with a checkpoint folder ([`Error::Checkpoint`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckpointProblem {
+    /// No resume state: a model folder, not a checkpoint of a run.
+    #[error(
+        "no {} to resume from (a model folder, not a checkpoint of a run)",
+        crate::checkpoint::RUN_STATE_FILE
+    )]
+    NoRunState,
+    /// The resume state of an earlier swerve, or the Hugging Face Trainer's.
+    #[error(
+        "it has {} (an earlier swerve's, or the Hugging Face Trainer's) and no {} of this \
+         version: its model loads as a model folder (--model), not as a run to --resume",
+        crate::checkpoint::EARLIER_STATE_FILE,
+        crate::checkpoint::RUN_STATE_FILE
+    )]
+    EarlierRunState,
+    /// The optimiser state lacks a parameter's moments.
+    #[error("optimiser state lacks `{0}`")]
+    MissingMoments(String),
+    /// `sync_ref_model` needs the synced reference, and the checkpoint has none.
+    #[error(
+        "`sync_ref_model = true` needs the synced reference weights, and the checkpoint has no \
+         {}/ folder (it comes from a run without sync_ref_model)",
+        crate::checkpoint::REFERENCE_DIR
+    )]
+    NoSyncedReference,
+}
+
+/// Why a line of a metrics log is not one step's metrics ([`Error::MetricsLog`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsLineError {
+    /// Not JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// JSON, not an object.
+    #[error("not a JSON object")]
+    NotAnObject,
+    /// An object without an integer `step`.
+    #[error("no integer `step`")]
+    NoStep,
 }
 
 /// The file or folder operation an [`Error::Io`] was about.

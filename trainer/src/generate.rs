@@ -14,7 +14,7 @@ use dfdx::prelude::Dtype;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rayon::prelude::*;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, GenerationError, Result};
 use crate::model::{CausalLm, Kernels, KvCache, TokenBatch};
 use crate::train::derive_seed;
 
@@ -66,26 +66,20 @@ impl Default for SamplingConfig {
 
 impl SamplingConfig {
     fn validate(&self) -> Result<()> {
-        let bad = |reason: String| Err(Error::Generation { reason });
+        let bad = |e| Err(Error::Generation(e));
         if !self.temperature.is_finite() || self.temperature < 0.0 {
-            return bad(format!(
-                "temperature {} must be finite and ≥ 0",
-                self.temperature
-            ));
+            return bad(GenerationError::Temperature(self.temperature));
         }
         if self.top_p.is_nan() || self.top_p <= 0.0 || self.top_p > 1.0 {
-            return bad(format!("top_p {} must be in (0, 1]", self.top_p));
+            return bad(GenerationError::TopP(self.top_p));
         }
         if let Some(min_p) = self.min_p
             && !(0.0..=1.0).contains(&min_p)
         {
-            return bad(format!("min_p {min_p} must be in [0, 1]"));
+            return bad(GenerationError::MinP(min_p));
         }
         if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
-            return bad(format!(
-                "repetition_penalty {} must be finite and > 0",
-                self.repetition_penalty
-            ));
+            return bad(GenerationError::RepetitionPenalty(self.repetition_penalty));
         }
         Ok(())
     }
@@ -141,9 +135,7 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
 ) -> Result<Generation> {
     config.validate()?;
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
-        return Err(Error::Generation {
-            reason: "every prompt needs at least one token".into(),
-        });
+        return Err(Error::Generation(GenerationError::EmptyPrompt));
     }
     let rows = prompts.len();
     let mut rngs: Vec<StdRng> = (0..rows).map(|r| row_rng(config, r)).collect();

@@ -18,7 +18,7 @@ use swerve_host::{HostConfig, PluginSpec};
 use crate::checkpoint::{self, RunState};
 use crate::data::{PromptStyle, Prompter, gold_examples, read_sft_examples, read_tasks};
 use crate::device::DeviceSpec;
-use crate::error::{Error, IoOp, Result, SettingsError};
+use crate::error::{CheckpointProblem, Error, IoOp, Result, SettingsError};
 use crate::generate::SamplingConfig;
 use crate::grpo::GrpoConfig;
 use crate::model::{CausalLm, Kernels, safetensors_io};
@@ -314,12 +314,7 @@ fn grpo_on<D: Kernels<f32>>(
             if !folder.is_dir() {
                 return Err(Error::Checkpoint {
                     path: dir.to_path_buf(),
-                    reason: format!(
-                        "`sync_ref_model = true` needs the synced reference weights, and the \
-                         checkpoint has no {}/ folder (it comes from a run without \
-                         sync_ref_model)",
-                        checkpoint::REFERENCE_DIR
-                    ),
+                    problem: CheckpointProblem::NoSyncedReference,
                 });
             }
             let params = safetensors_io::load_params(&folder, &policy.config, dev)?;

@@ -26,7 +26,7 @@ use super::kernels::{
 };
 use super::params::{LayerParams, Matrix, ModelParams, Param, ParamRef};
 use super::recompute::{self, Recompute, RowBlock};
-use crate::error::{Error, Result};
+use crate::error::{Error, ModelInputError, Result};
 
 type T2<E, D, T = NoneTape> = Tensor<(usize, usize), E, D, T>;
 type T3<E, D, T = NoneTape> = Tensor<(usize, usize, usize), E, D, T>;
@@ -69,14 +69,12 @@ impl TokenBatch {
     /// both `rows × cols` row-major. Padding may be on either side of each row.
     pub fn new(ids: Vec<u32>, mask: Vec<bool>, rows: usize, cols: usize) -> Result<Self> {
         if rows == 0 || cols == 0 || ids.len() != rows * cols || mask.len() != rows * cols {
-            return Err(Error::ModelInput {
-                reason: format!(
-                    "a {rows}×{cols} batch needs {} ids and mask entries, got {} and {}",
-                    rows * cols,
-                    ids.len(),
-                    mask.len()
-                ),
-            });
+            return Err(Error::ModelInput(ModelInputError::BatchShape {
+                rows,
+                cols,
+                ids: ids.len(),
+                mask: mask.len(),
+            }));
         }
         Ok(Self {
             ids,
@@ -239,14 +237,13 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     ) -> Result<TokenLogps<E, D, T>> {
         let (b, s, d) = (batch.rows, batch.cols, self.config.hidden_size);
         if start == 0 || start >= s {
-            return Err(Error::ModelInput {
-                reason: format!("completion_start {start} must be in 1..{s}"),
-            });
+            return Err(Error::ModelInput(ModelInputError::CompletionStart {
+                start,
+                len: s,
+            }));
         }
         if temperature.is_nan() || temperature <= 0.0 {
-            return Err(Error::ModelInput {
-                reason: format!("temperature {temperature} must be positive"),
-            });
+            return Err(Error::ModelInput(ModelInputError::Temperature(temperature)));
         }
         let c = s - start;
         let dev = self.device();
@@ -263,9 +260,9 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
             })
             .collect();
         if let Some(&bad) = targets.iter().find(|&&t| t >= self.config.vocab_size) {
-            return Err(Error::ModelInput {
-                reason: format!("token id {bad} is outside the vocabulary"),
-            });
+            return Err(Error::ModelInput(ModelInputError::TokenOutsideVocabulary(
+                bad,
+            )));
         }
         let chunk = self.logits_chunk_rows();
         if b * c <= chunk {
@@ -305,9 +302,10 @@ impl<E: Dtype, D: Kernels<E>> CausalLm<E, D> {
     ) -> Result<T2<E, D, NoneTape>> {
         let (b, s) = (batch.rows, batch.cols);
         if cache.rows != b {
-            return Err(Error::ModelInput {
-                reason: format!("cache has {} rows, batch has {b}", cache.rows),
-            });
+            return Err(Error::ModelInput(ModelInputError::CacheRows {
+                cache: cache.rows,
+                batch: b,
+            }));
         }
         let past = cache.len;
         let total = past + s;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, IoOp, Result};
+use crate::error::{Error, IoOp, MetricsLineError, Result};
 use crate::report::tensorboard::EventWriter;
 
 /// Where a run's metrics go besides `metrics.jsonl`, which is always written (plots and
@@ -123,20 +123,20 @@ pub fn read(path: &Path) -> Result<Vec<StepMetrics>> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
     {
-        let bad = |reason: String| Error::MetricsLog {
+        let bad = |problem| Error::MetricsLog {
             path: path.to_path_buf(),
             line: i + 1,
-            reason,
+            problem,
         };
         let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+            serde_json::from_str(line).map_err(|e| bad(MetricsLineError::Json(e)))?;
         let obj = value
             .as_object()
-            .ok_or_else(|| bad("not a JSON object".into()))?;
+            .ok_or_else(|| bad(MetricsLineError::NotAnObject))?;
         let step = obj
             .get("step")
             .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| bad("no integer `step`".into()))?;
+            .ok_or_else(|| bad(MetricsLineError::NoStep))?;
         let values = obj
             .iter()
             .filter(|(k, _)| *k != "step")
