@@ -297,8 +297,10 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Flat<'_, D> {
     ) -> Result<V::Value, D::Error> {
         let visitor = FlatVisitor {
             visitor,
-            arguments: self.arguments,
-            own: fields,
+            routing: Routing {
+                arguments: self.arguments,
+                own: fields,
+            },
         };
         self.inner.deserialize_struct(name, fields, visitor)
     }
@@ -315,11 +317,17 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Flat<'_, D> {
     }
 }
 
+/// Where a flat table's keys go: the arguments' into `arguments`, the config's `own` on to its
+/// visitor.
+struct Routing<'a> {
+    arguments: &'a mut TrainingArguments,
+    own: &'static [&'static str],
+}
+
 /// Hands the config's visitor a map of its own keys.
 struct FlatVisitor<'a, V> {
     visitor: V,
-    arguments: &'a mut TrainingArguments,
-    own: &'static [&'static str],
+    routing: Routing<'a>,
 }
 
 impl<'de, V: Visitor<'de>> Visitor<'de> for FlatVisitor<'_, V> {
@@ -332,17 +340,15 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for FlatVisitor<'_, V> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
         self.visitor.visit_map(FlatMap {
             map,
-            arguments: self.arguments,
-            own: self.own,
+            routing: self.routing,
         })
     }
 }
 
-/// A table's entries less the arguments' ones, which are read into `arguments` on the way.
+/// A table's entries less the arguments' ones, which are read into the arguments on the way.
 struct FlatMap<'a, A> {
     map: A,
-    arguments: &'a mut TrainingArguments,
-    own: &'static [&'static str],
+    routing: Routing<'a>,
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for FlatMap<'_, A> {
@@ -352,9 +358,10 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for FlatMap<'_, A> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
-        while let Some(key) = self.map.next_key_seed(KeySeed { own: self.own })? {
+        let own = self.routing.own;
+        while let Some(key) = self.map.next_key_seed(KeySeed { own })? {
             match key {
-                Key::Argument(name) => self.arguments.read_value(name, &mut self.map)?,
+                Key::Argument(name) => self.routing.arguments.read_value(name, &mut self.map)?,
                 Key::Own(name) => {
                     let name: de::value::StrDeserializer<'_, A::Error> = name.into_deserializer();
                     return seed.deserialize(name).map(Some);
