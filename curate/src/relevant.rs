@@ -251,7 +251,12 @@ pub fn select(clone: &Mirror, request: &Request<'_>) -> Vec<(String, String)> {
                     return chosen;
                 }
             }
-            Err(error) => tracing::warn!("relevant-file model: {error}; using the default rule"),
+            // Recorded as an error, the message carries its causes (a refused connection, a
+            // field missing from the answer).
+            Err(error) => tracing::warn!(
+                error = &error as &dyn std::error::Error,
+                "relevant-file model failed; using the default rule"
+            ),
         }
     }
     // Reading candidates is most of the cost, so they are read in order of their structural

@@ -425,7 +425,12 @@ fn prepare<'a>(
                     failed: None,
                     failure: &why,
                 })
-                .map_err(|asked| no_recipe(format!("{why}; {asked}")))?;
+                .map_err(|asked| {
+                    no_recipe(format!(
+                        "{why}; {}",
+                        swerve_harness::run::error_chain(&asked)
+                    ))
+                })?;
             (recipe, 1)
         }
     };

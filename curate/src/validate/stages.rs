@@ -257,7 +257,8 @@ impl Stages<'_> {
             }) {
                 Ok(recipe) => recipe,
                 Err(why) => {
-                    log = format!("{log}\n\n{why}");
+                    // The model is shown this log when it is asked again: the causes matter.
+                    log = format!("{log}\n\n{}", swerve_harness::run::error_chain(&why));
                     continue;
                 }
             };
