@@ -3,7 +3,7 @@
 //!
 //! TRL's `SFTConfig` and `GRPOConfig` inherit these fields, so a TRL user writes them at the top
 //! level of a config beside the trainer's own keys. swerve's configs ([`SftConfig`],
-//! [`GrpoConfig`]) embed the struct and read it from the same flat table ([`deserialize_flat`]):
+//! [`GrpoConfig`]) embed the struct and read it from the same flat table (`deserialize_flat`):
 //! each trainer keeps its own defaults for them (TRL's SFT and GRPO learning rates differ), every
 //! value is read where it stands in the text, so that a TOML error points at the right line, and
 //! a key that neither the arguments nor the config know is refused where it stands.
