@@ -63,15 +63,10 @@ pub enum CurateError {
         /// The field.
         field: &'static str,
     },
-    /// The sandbox executor or the log parser plugin could not be started.
-    #[error("cannot start {what}")]
-    Executor {
-        /// What was being started.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    /// The sandbox executor of `curate validate` could not be started.
+    #[cfg(feature = "validate")]
+    #[error("cannot start the sandbox executor")]
+    Executor(#[source] swerve_harness::run::RunError),
     /// `tasks.parquet` could not be written.
     #[error("cannot write parquet {}", path.display())]
     Parquet {

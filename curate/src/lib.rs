@@ -5,10 +5,12 @@
 //! `trainer sft`/`trainer grpo` and the SWE-RL reward read as they are (`tasks.jsonl`), with a
 //! reason for every other PR (`rejected.jsonl`) and the funnel (`funnel.json`).
 //!
-//! `curate validate` ([`validate`]) then makes tasks executable: an environment [`recipe`] from
-//! each repository's own files (or, where those give none that installs, from a chat model the
-//! user runs: [`setup`]), and FAIL_TO_PASS / PASS_TO_PASS derived by running the tests before
-//! and after the fix through the harness's own execution path.
+//! `curate validate` (`validate`, feature `validate`, on by default) then makes tasks
+//! executable: an environment recipe (`recipe`) from each repository's own files (or, where
+//! those give none that installs, from a chat model the user runs: `setup`), and FAIL_TO_PASS /
+//! PASS_TO_PASS derived by running the tests before and after the fix through the harness's own
+//! execution path. Without the feature the crate is `curate run`'s pure pipeline: no container
+//! client, no plugin host (`cargo install --path curate --no-default-features`).
 //!
 //! It is not a GitHub client (it reads local files and clones only; the optional network calls
 //! are to the chat model the user runs for relevant files or recipes, and PyPI while an environment image is built),
@@ -35,11 +37,14 @@ pub mod output;
 pub mod paths;
 pub mod pipeline;
 pub mod progress;
+#[cfg(feature = "validate")]
 pub mod recipe;
 pub mod relevant;
+#[cfg(feature = "validate")]
 pub mod setup;
 pub mod spill;
 pub mod table;
+#[cfg(feature = "validate")]
 pub mod validate;
 
 pub use config::{Config, Shard};

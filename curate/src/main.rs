@@ -30,6 +30,7 @@ enum Command {
     ///
     /// Writes instances.jsonl (SWE-bench 5 rows with FAIL_TO_PASS / PASS_TO_PASS),
     /// environments.json, rejected.jsonl and funnel.json.
+    #[cfg(feature = "validate")]
     Validate(ValidateArgs),
     /// Join the output folders of `run --shard K/N` into what one process writes.
     Merge {
@@ -96,6 +97,7 @@ struct RunArgs {
     placement: swerve_cli::PlacementArgs,
 }
 
+#[cfg(feature = "validate")]
 #[derive(clap::Args)]
 struct ValidateArgs {
     /// Task rows: `curate run`'s tasks.jsonl, or any rows with repo, base_commit, patch and
@@ -328,6 +330,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
                     .with_context(|| format!("curate run into {}", output.dir.display()))?
             }
         }
+        #[cfg(feature = "validate")]
         Command::Validate(args) => return validate(&args, &cli.verbosity),
         Command::Merge {
             shards,
@@ -348,6 +351,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
     Ok(Exit::Success)
 }
 
+#[cfg(feature = "validate")]
 /// `curate validate`: the funnel on stderr; exit 3 (unfinished work) when a task ended in an
 /// infrastructure error, which a rerun retries.
 fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {

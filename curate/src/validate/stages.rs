@@ -113,12 +113,7 @@ impl Stages<'_> {
             run_empty_patches: true,
             ..ExecuteConfig::default()
         };
-        PatchExecutor::new(source, self.evaluator.clone(), execute).map_err(|e| {
-            CurateError::Executor {
-                what: "the sandbox executor",
-                source: e.into(),
-            }
-        })
+        PatchExecutor::new(source, self.evaluator.clone(), execute).map_err(CurateError::Executor)
     }
 
     /// Every stage for `runnable`.

@@ -4,8 +4,11 @@
 #[allow(dead_code, missing_docs)]
 mod support;
 
+// The snapshots of `--help` hold `validate`'s.
+#[cfg(feature = "validate")]
 mod cli;
 mod own_fixture;
 mod shared_fixture;
 mod unreadable_clone;
+#[cfg(feature = "validate")]
 mod validate;
