@@ -391,18 +391,19 @@ fn every_crate_has_its_architecture_md_section_and_every_section_its_crate() {
             named.push((section.line, section.dir.clone(), package.clone()));
         }
         // Crates inside a section's folder named with their package: `` `kit/` (`swerve-plugin-kit` ``.
+        // A folder and a span in parentheses after it are such a pair only where one of them is
+        // a crate's (its folder, or its package's name): `` `train/` (`driver.rs` `` is prose.
         let body: Vec<&Span> = spans
             .iter()
             .filter(|s| s.line > section.line && s.line < section.end)
             .collect();
         for pair in body.windows(2) {
             let between = &architecture[pair[0].end..pair[1].start];
-            if pair[0].text.ends_with('/') && between.trim() == "(" {
-                named.push((
-                    pair[0].line,
-                    format!("{}{}", section.dir, pair[0].text),
-                    pair[1].text.clone(),
-                ));
+            let dir = format!("{}{}", section.dir, pair[0].text);
+            let crate_like =
+                member_at(&dir).is_some() || members.iter().any(|m| m.name == pair[1].text);
+            if pair[0].text.ends_with('/') && between.trim() == "(" && crate_like {
+                named.push((pair[0].line, dir, pair[1].text.clone()));
             }
         }
         for (line, dir, package) in named {
