@@ -270,7 +270,7 @@ fn run_on<D: Kernels<f32>>(
         temperature: 0.0,
         max_new_tokens: config.demo.predict_max_new_tokens,
         eos_token_ids: model.config.eos_token_ids.clone(),
-        pad_token_id: crate::train::grpo_loop::pad_token(&model),
+        pad_token_id: crate::train::batch::pad_token(&model),
         ..SamplingConfig::default()
     };
     let predicted = predict(

@@ -522,7 +522,7 @@ fn predict_on<D: Kernels<f32>>(
     let mut tasks = read_tasks(&cmd.dataset, TEST_SPLIT)?;
     let sampling = SamplingConfig {
         eos_token_ids: model.config.eos_token_ids.clone(),
-        pad_token_id: crate::train::grpo_loop::pad_token(&model),
+        pad_token_id: crate::train::batch::pad_token(&model),
         ..cmd.sampling.clone()
     };
     let model_name = cmd.model.display().to_string();

@@ -4,8 +4,21 @@
 //! one `[rows, completion_len]` matrix.
 
 use crate::error::{Error, Result};
-use crate::model::TokenBatch;
+use crate::model::{CausalLm, Kernels, TokenBatch};
 use crate::train::driver::RunError;
+
+/// The padding id: the config's `pad_token_id`, else its first EOS id, else 0. Padding is
+/// always masked, so the choice only has to be a valid id.
+pub fn pad_token<D: Kernels<f32>>(model: &CausalLm<f32, D>) -> u32 {
+    model
+        .config
+        .raw
+        .get("pad_token_id")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .or(model.config.eos_token_ids.first().copied())
+        .unwrap_or(0)
+}
 
 /// A packed batch.
 #[derive(Debug, Clone)]

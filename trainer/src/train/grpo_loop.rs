@@ -50,7 +50,7 @@ use crate::ranks::Ranks;
 use crate::report::plot;
 use crate::tokenizer::Tokenizer;
 use crate::train::arguments::TrainingArguments;
-use crate::train::batch::{Packed, pack_to};
+use crate::train::batch::{Packed, pack_to, pad_token};
 use crate::train::derive_seed;
 use crate::train::driver::{Objective, Resume, RunError, StepContext, Trainer};
 use crate::train::grpo_objective::{MicroBatch, grpo_loss};
@@ -847,19 +847,6 @@ fn batch_error(state: &RunState, source: GrpoError) -> Error {
         generation: state.generation,
         source,
     }
-}
-
-/// The padding id: the config's `pad_token_id`, else its first EOS id, else 0. Padding is
-/// always masked, so the choice only has to be a valid id.
-pub fn pad_token<D: Kernels<f32>>(model: &CausalLm<f32, D>) -> u32 {
-    model
-        .config
-        .raw
-        .get("pad_token_id")
-        .and_then(serde_json::Value::as_u64)
-        .and_then(|v| u32::try_from(v).ok())
-        .or(model.config.eos_token_ids.first().copied())
-        .unwrap_or(0)
 }
 
 /// Micro-steps between two generation batches: `steps_per_generation × num_iterations`.

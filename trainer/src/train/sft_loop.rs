@@ -26,7 +26,7 @@ use crate::ranks::Ranks;
 use crate::report::plot;
 use crate::tokenizer::Tokenizer;
 use crate::train::arguments::{TrainingArguments, check, deserialize_flat};
-use crate::train::batch::pack_to;
+use crate::train::batch::{pack_to, pad_token};
 use crate::train::derive_seed;
 use crate::train::driver::{Objective, Resume, RunError, StepContext, Trainer};
 use crate::train::plan::PlanInputs;
@@ -174,7 +174,7 @@ impl Sft {
         let micro_batch_examples =
             (config.training.per_device_train_batch_size * ranks.world_size()) as u64;
         Ok(Self {
-            pad: crate::train::grpo_loop::pad_token(model),
+            pad: pad_token(model),
             config,
             examples,
             micro_batch_examples,
