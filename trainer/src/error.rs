@@ -113,7 +113,7 @@ pub enum Error {
         path: PathBuf,
         /// The cause.
         #[source]
-        source: crate::commands::tokenizer::TrainError,
+        source: crate::commands::train_tokenizer::TrainError,
     },
     /// Text could not be encoded or ids decoded.
     #[error("tokenizer failed to {operation}")]
@@ -264,12 +264,13 @@ pub enum Error {
         dataset: PathBuf,
         /// The cause.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: Box<crate::train::rewards::ExecuteError>,
     },
     /// The run was interrupted (Ctrl-C, SIGTERM) while a batch of executions ran on a cluster:
-    /// its job array was cancelled.
+    /// its job array was cancelled (the harness's error names the job and the signal).
+    #[cfg(feature = "execute")]
     #[error("interrupted while executing completions")]
-    Interrupted(#[source] Box<dyn std::error::Error + Send + Sync>),
+    Interrupted(#[source] Box<swerve_harness::run::RunError>),
     /// A checkpoint's chat template (`tokenizer_config.json` or `chat_template.jinja`) is
     /// malformed, does not compile or failed to render (`raise_exception` in the template), or
     /// the checkpoint has none although the `template` prompt format needs one.

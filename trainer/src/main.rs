@@ -98,8 +98,8 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Generate(args) => run_generate(&args)?,
         Command::Loss { case } => println!("{}", swerve_trainer::commands::loss::run(&case)?),
         Command::Tokenizer { root, out } => {
-            let spec = swerve_trainer::commands::tokenizer::TokenizerSpec::bundled(&root);
-            let vocab = swerve_trainer::commands::tokenizer::run(&spec, &out)?;
+            let spec = swerve_trainer::commands::train_tokenizer::TokenizerSpec::bundled(&root);
+            let vocab = swerve_trainer::commands::train_tokenizer::run(&spec, &out)?;
             eprintln!("wrote {} ({vocab} tokens)", out.display());
         }
         Command::Sft(args) => train_args::run_sft(&args, verbosity)?,

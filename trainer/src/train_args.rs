@@ -137,7 +137,6 @@ pub struct GrpoArgs {
 /// tasks each run `--max-workers` containers; the output folder must be shared:
 /// docs/cluster.md), containers at once, the limit of one run.
 #[derive(Debug, clap::Args)]
-#[group(requires = "execute", multiple = true)]
 pub struct ExecuteArgs {
     #[command(flatten)]
     placement: swerve_cli::PlacementArgs,
@@ -147,6 +146,43 @@ pub struct ExecuteArgs {
     /// The limit of one instance's tests with --execute.
     #[command(flatten)]
     timeout: swerve_cli::Timeout<{ swerve_cli::DEFAULT_EXECUTE_TIMEOUT.as_secs() }>,
+}
+
+impl ExecuteArgs {
+    /// Without `--execute`, a flag of its group given another value than its default: an error
+    /// naming it (the run would silently ignore it). clap's `requires` cannot see into the
+    /// flattened groups, so the values are compared here.
+    fn check_unused(&self) -> Result<(), swerve_cli::UsageError> {
+        let unused = |flag: &str, value: String| {
+            swerve_cli::UsageError::new(flag, value, "only used with --execute")
+        };
+        let defaults = ExecuteArgs {
+            placement: swerve_cli::PlacementArgs::default(),
+            max_workers: swerve_cli::MaxWorkers { max_workers: 2 },
+            timeout: swerve_cli::Timeout {
+                seconds: swerve_cli::DEFAULT_EXECUTE_TIMEOUT.as_secs(),
+            },
+        };
+        if self.placement.executor != defaults.placement.executor {
+            return Err(unused("--executor", "slurm".to_owned()));
+        }
+        if let Some(arg) = self.placement.slurm_args.first() {
+            return Err(unused("--slurm-arg", arg.clone()));
+        }
+        if self.placement.slurm_tasks != 4 {
+            return Err(unused(
+                "--slurm-tasks",
+                self.placement.slurm_tasks.to_string(),
+            ));
+        }
+        if self.max_workers != defaults.max_workers {
+            return Err(unused("--max-workers", self.max_workers.get().to_string()));
+        }
+        if self.timeout != defaults.timeout {
+            return Err(unused("--timeout", self.timeout.seconds.to_string()));
+        }
+        Ok(())
+    }
 }
 
 /// `trainer predict`.
@@ -328,7 +364,12 @@ fn grpo_on_ranks(args: &GrpoArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyho
         reward_jobs: args
             .reward_jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
-        execute: args.execute.then(|| execute_spec(args)).transpose()?,
+        execute: if args.execute {
+            Some(execute_spec(args)?)
+        } else {
+            args.execution.check_unused()?;
+            None
+        },
         device: args.run.device.device,
         force: args.run.force,
         ranks: ranks.clone(),

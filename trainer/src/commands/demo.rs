@@ -358,8 +358,8 @@ fn tokenizer_file(paths: &DemoPaths) -> Result<PathBuf> {
         ));
     };
     let out = paths.out.join("tokenizer").join("tokenizer.json");
-    let spec = crate::commands::tokenizer::TokenizerSpec::bundled(root);
-    crate::commands::tokenizer::run(&spec, &out).map_err(|source| Error::TokenizerTrain {
+    let spec = crate::commands::train_tokenizer::TokenizerSpec::bundled(root);
+    crate::commands::train_tokenizer::run(&spec, &out).map_err(|source| Error::TokenizerTrain {
         path: out.clone(),
         source,
     })?;

@@ -1,11 +1,11 @@
 //! The library side of the `trainer` subcommands: each takes already parsed, typed arguments,
 //! loads what they name, runs, and writes its outputs, so that the binary only parses flags and
 //! draws progress. `sft`, `grpo` and `predict` are here; [`demo`] is the bundled end-to-end run,
-//! [`loss`] the worked-case evaluation and [`tokenizer`] the bundled tokenizer's training.
+//! [`loss`] the worked-case evaluation and [`train_tokenizer`] the bundled tokenizer's training.
 
 pub mod demo;
 pub mod loss;
-pub mod tokenizer;
+pub mod train_tokenizer;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ use crate::train::RunOutput;
 use crate::train::driver::{Objective, Resume, Trainer};
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
 use crate::train::plan;
-use crate::train::rewards::{Executor, PluginRewards};
+use crate::train::rewards::{ExecuteError, Executor, PluginRewards};
 use crate::train::sft_loop::{SftConfig, SftTrainer};
 use swerve_swebench::{Instance, Prediction};
 
@@ -128,7 +128,7 @@ pub struct ExecuteSpec {
     pub slurm: Option<SlurmSpec>,
 }
 
-/// `--execute-on slurm`: one job array per GRPO step.
+/// `--execute --executor slurm`: one job array per GRPO step.
 #[derive(Debug, Clone)]
 pub struct SlurmSpec {
     /// Array tasks per step, at most.
@@ -145,9 +145,9 @@ pub struct SlurmSpec {
 #[cfg(feature = "execute")]
 pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
     use swerve_host::Host;
-    let fail = |source: Box<dyn std::error::Error + Send + Sync>| Error::Execute {
+    let fail = |source: ExecuteError| Error::Execute {
         dataset: spec.dataset.clone(),
-        source,
+        source: Box::new(source),
     };
     let source =
         swerve_harness::run::source::resolve(&spec.dataset.to_string_lossy(), "test", None)
@@ -178,7 +178,7 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
 pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
     Err(Error::Execute {
         dataset: spec.dataset.clone(),
-        source: "this trainer was built without the `execute` feature (no Docker client)".into(),
+        source: Box::new(ExecuteError::NotBuilt),
     })
 }
 

@@ -118,6 +118,34 @@ impl RewardFunctions for FnRewards {
     }
 }
 
+/// Why the executor of `--execute` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    /// The harness dataset could not be read.
+    #[cfg(feature = "execute")]
+    #[error(transparent)]
+    Dataset(#[from] swerve_harness::run::source::SourceError),
+    /// Docker, the images or Slurm could not be used.
+    #[cfg(feature = "execute")]
+    #[error(transparent)]
+    Harness(#[from] swerve_harness::run::RunError),
+    /// The dataset has no rows to execute against.
+    #[error("the dataset has no rows")]
+    NoRows,
+    /// A folder's absolute path could not be made.
+    #[error("cannot resolve the folder {}", path.display())]
+    Folder {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// This binary has no container client.
+    #[error("this trainer was built without the `execute` feature (no Docker client)")]
+    NotBuilt,
+}
+
 /// Runs a completion's patch against its task's tests (in the Docker sandbox, through the
 /// harness) so that execution-aware reward plugins see `Sample.execution`.
 ///
@@ -189,17 +217,21 @@ impl SlurmExecutor {
         spec: &crate::commands::ExecuteSpec,
         slurm: &crate::commands::SlurmSpec,
         source: &swerve_harness::run::source::DatasetSource,
-    ) -> std::result::Result<Box<dyn Executor>, Box<dyn std::error::Error + Send + Sync>> {
+    ) -> std::result::Result<Box<dyn Executor>, ExecuteError> {
         if source.rows.is_empty() {
-            return Err("the dataset has no rows".into());
+            return Err(ExecuteError::NoRows);
         }
-        let work_dir = std::path::absolute(&spec.work_dir)?;
+        let folder = |path: &std::path::Path| {
+            let path = path.to_owned();
+            move |source| ExecuteError::Folder { path, source }
+        };
+        let work_dir = std::path::absolute(&spec.work_dir).map_err(folder(&spec.work_dir))?;
         let remote = SlurmExecutions::new(RemoteConfig {
             placement: swerve_harness::run::remote::Placement {
                 sbatch_args: slurm.sbatch_args.clone(),
                 tasks: slurm.tasks,
                 command: slurm.command.clone(),
-                chdir: std::env::current_dir()?,
+                chdir: std::env::current_dir().map_err(folder(std::path::Path::new(".")))?,
             },
             dir: work_dir.join("slurm"),
         })?;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use swerve_trainer::commands::tokenizer::{END_OF_TEXT, PAD, TokenizerSpec, build};
+use swerve_trainer::commands::train_tokenizer::{END_OF_TEXT, PAD, TokenizerSpec, build};
 use swerve_trainer::model::ModelConfig;
 use swerve_trainer::tokenizer::Tokenizer;
 
