@@ -25,11 +25,7 @@
 //! Every input must be contiguous in row-major order (they are all outputs of these kernels,
 //! of `gather`/`reshape`, or parameters); `copy_into` copies physical memory.
 //!
-//! `unsafe` is allowed in this module (of the model's code, only here; ARCHITECTURE.md lists
-//! the other places): `gemm` takes raw strided pointers, and the parallel products and
-//! attention passes hand each rayon task a disjoint region of one buffer. Every block says, in
-//! its `// SAFETY:` comment, why its pointers are in bounds and unshared.
-#![allow(unsafe_code)]
+//! The `unsafe` these kernels need lives in [`math`] only.
 
 pub mod blocks;
 pub mod decode;

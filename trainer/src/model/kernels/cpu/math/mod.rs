@@ -7,6 +7,12 @@
 //! attention ([`attention`]), SwiGLU ([`swiglu`]) and token log-probabilities ([`logps`]); this
 //! module holds what they share: the float trait, vector-width loops and lane reductions, and
 //! the pointer types rayon tasks write disjoint regions through.
+//!
+//! `unsafe` is allowed in this module (of the model's code, only here; ARCHITECTURE.md lists
+//! the other places): `gemm` takes raw strided pointers, and the parallel products and
+//! attention passes hand each rayon task a disjoint region of one buffer. Every block says, in
+//! its `// SAFETY:` comment, why its pointers are in bounds and unshared.
+#![allow(unsafe_code)]
 
 use rayon::prelude::*;
 
