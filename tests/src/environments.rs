@@ -1,7 +1,7 @@
 //! Fixtures for `curate validate`: small Python repositories with real history (built with the
 //! `git` command and mirrored as `curate run` reads mirrors), each installable from PyPI with
 //! small pure-Python dependencies, and one task row per case with the outcome its author knows
-//! it must have (`../shared/specs/environments.md` §5).
+//! it must have.
 //!
 //! | task | repository's files | expected |
 //! |---|---|---|

@@ -83,26 +83,21 @@ pub fn swebench_venv(what: &str) -> Option<PathBuf> {
 /// such as real SWE-bench logs).
 pub const SHARED_DATA_VAR: &str = "SWERVE_SHARED_DATA";
 
-/// `name` under the shared `data` folder, when it exists. The folder is `$SWERVE_SHARED_DATA`
-/// when that is set (and then only there, so pointing it at a missing path behaves like a clean
-/// clone), else `shared/data` beside the checkout. When `name` is absent, `what` is [`skip`]ped
-/// and this returns None: the caller returns early.
+/// `name` under the shared `data` folder that `$SWERVE_SHARED_DATA` names: third-party data
+/// the repository does not carry and never looks for on its own. The variable unset, nothing
+/// was asked for: `what` is skipped (one `skipped:` line) even under [`NO_SKIP_VAR`], since a
+/// clone has no such folder. The variable set and `name` absent, `what` is [`skip`]ped (a
+/// failure under [`NO_SKIP_VAR`]). Either way this returns None and the caller returns early.
 pub fn shared_data(name: &str, what: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os(SHARED_DATA_VAR) {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => repo_root().join("../shared/data"),
+    let Some(dir) = std::env::var_os(SHARED_DATA_VAR).filter(|dir| !dir.is_empty()) else {
+        eprintln!("skipped: {what}: {SHARED_DATA_VAR} names no shared data folder");
+        return None;
     };
-    let path = dir.join(name);
+    let path = PathBuf::from(dir).join(name);
     if path.exists() {
         return Some(path);
     }
-    skip(
-        what,
-        &format!(
-            "{} not found (set {SHARED_DATA_VAR} or place shared/ beside the checkout)",
-            path.display()
-        ),
-    );
+    skip(what, &format!("{} not found", path.display()));
     None
 }
 

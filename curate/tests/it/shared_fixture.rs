@@ -1,8 +1,9 @@
-//! The shared development fixture (`../shared/data/curation/make_fixture.py`), case by case:
+//! The development fixture of the shared data folder (`curation/make_fixture.py` in the folder
+//! `SWERVE_SHARED_DATA` names; data the repository does not carry), case by case:
 //! outcome and reason of every PR, and for tasks the merge base, the linked issues, the edited
 //! code files' contents at the merge base and the head, test and binary files kept out of the
-//! oracle, and the problem statement. Prints one `skipped:` line and passes when the shared data
-//! is absent.
+//! oracle, and the problem statement. Prints one `skipped:` line and passes when no shared data
+//! folder is named.
 
 use crate::support;
 use std::path::Path;

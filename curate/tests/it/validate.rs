@@ -43,7 +43,13 @@ fn strings(v: &Value) -> Vec<String> {
 fn command(tasks: &Path, repos: &Path, out: &Path, runs: u32, timeout: u32) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_curate"));
     command
-        .args(["validate", "--max-workers", "2", "--runs", &runs.to_string()])
+        .args([
+            "validate",
+            "--max-workers",
+            "2",
+            "--runs",
+            &runs.to_string(),
+        ])
         .args(["--timeout", &timeout.to_string()])
         .arg("--tasks")
         .arg(tasks)

@@ -1,6 +1,6 @@
 //! SWE-bench 5 task repositories, written from SWE-bench 5 rows: the folder layout that SWE-bench
 //! 5's `swebench dataset check` accepts and `swebench dataset build` turns back into the same rows
-//! (`../shared/specs/environments.md` §4).
+//! (`harness/tests/it/swebench_task_repo.rs` checks both with SWE-bench itself).
 //!
 //! ```text
 //! sweb.yaml                  datasets: [the dataset]; splits: [the split]
