@@ -21,7 +21,7 @@
 //! flat) → [`aggregate`] → each repository's bare mirror read through `swerve-mirror` (with
 //! [`paths`], [`links`], [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`] (and [`table`] for `tasks.parquet`);
 //! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (reporting
-//! to a [`progress::Progress`]) and [`merge`] joins shards.
+//! to a [`progress::StageProgress`]) and [`merge`] joins shards.
 
 pub mod aggregate;
 pub mod config;

@@ -203,7 +203,7 @@ impl Stages {
     }
 }
 
-impl swerve_curate::progress::Progress for Stages {
+impl swerve_curate::progress::StageProgress for Stages {
     fn stage(&self, name: &'static str, unit: &'static str, total: u64) {
         let progress = swerve_cli::Progress::new(name, unit, &self.verbosity).unwrap_or_else(|e| {
             tracing::warn!("{e:#}");
@@ -299,7 +299,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
             };
             args.placement.check_local()?;
             if args.placement.on_slurm() {
-                match swerve_slurm::Task::from_env()? {
+                match swerve_slurm::ArrayTask::from_env()? {
                     // An array task: its shard of the run, into the round folder.
                     Some(task) => {
                         config.shard =
@@ -390,7 +390,7 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
     let funnel = if args.placement.on_slurm() {
         use swerve_curate::validate::cluster;
         // An array task: its share of the tasks, into the round folder.
-        if let Some(task) = swerve_slurm::Task::from_env()? {
+        if let Some(task) = swerve_slurm::ArrayTask::from_env()? {
             cluster::serve_task(&config, &task, &evaluator, &progress).with_context(context)?;
             return Ok(Exit::Success);
         }

@@ -20,7 +20,7 @@ use crate::filter::{self, Context, Reason, Rejection};
 use crate::output::{
     DedupEntry, EventCounts, Funnel, Output, Rejected, Row, Task, Writer, duplicate_map,
 };
-use crate::progress::Progress;
+use crate::progress::StageProgress;
 use crate::spill::{self, Spill};
 use swerve_mirror::Mirror;
 
@@ -49,7 +49,7 @@ pub fn run(
     inputs: &Inputs,
     config: &Config,
     output: &Output,
-    progress: &dyn Progress,
+    progress: &dyn StageProgress,
 ) -> Result<Funnel, CurateError> {
     config.validate()?;
     let pool = pool(config.jobs)?;
@@ -121,7 +121,7 @@ fn evaluate_partition(
     inputs: &Inputs,
     cx: &Context<'_>,
     pool: &rayon::ThreadPool,
-    progress: &dyn Progress,
+    progress: &dyn StageProgress,
     dedup: &mut Vec<DedupEntry>,
 ) -> Vec<Row> {
     let mut by_repo: BTreeMap<&str, Vec<&PullRequest>> = BTreeMap::new();
@@ -180,7 +180,7 @@ fn read_events(
     config: &Config,
     pool: &rayon::ThreadPool,
     spill: &mut Spill,
-    progress: &dyn Progress,
+    progress: &dyn StageProgress,
 ) -> Result<EventsRead, CurateError> {
     progress.stage("events", "files", files.len() as u64);
     let mut counts = EventCounts::default();

@@ -3,7 +3,7 @@
 //! binary draws it (a bar on a terminal, plain lines elsewhere), tests pass `&()`.
 
 /// A run's progress, reported from the stages' worker threads.
-pub trait Progress: Sync {
+pub trait StageProgress: Sync {
     /// Stage `name` (`events`, `clones`) starts with `total` units known so far.
     fn stage(&self, name: &'static str, unit: &'static str, total: u64);
     /// `more` units joined the current stage (the next partition's pull requests).
@@ -15,7 +15,7 @@ pub trait Progress: Sync {
 }
 
 /// No progress shown.
-impl Progress for () {
+impl StageProgress for () {
     fn stage(&self, _: &'static str, _: &'static str, _: u64) {}
     fn grow(&self, _: u64) {}
     fn advance(&self) {}

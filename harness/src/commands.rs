@@ -13,7 +13,7 @@ use swerve_cli::{Exit, Verbosity};
 use swerve_harness::run::cache::{OutcomeKind, Resume};
 use swerve_harness::run::cluster;
 use swerve_harness::run::source::{self, DatasetSource};
-use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
+use swerve_harness::run::{self, InstanceResult, Mode, RunConfig, RunProgress};
 use swerve_harness::{export, html, images};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
 use swerve_swebench::predictions::{self, Prediction};
@@ -258,7 +258,7 @@ struct Bar {
     resolved: AtomicUsize,
 }
 
-impl Progress for Bar {
+impl RunProgress for Bar {
     fn message(&self, text: &str) {
         self.progress.println(text);
     }
@@ -327,7 +327,7 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     let split = &args.dataset.split;
     let summary = if args.placement.on_slurm() {
         // This process is one of the array's tasks: evaluate its instances and stop.
-        if let Some(task) = swerve_slurm::Task::from_env()? {
+        if let Some(task) = swerve_slurm::ArrayTask::from_env()? {
             runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
             return Ok(Exit::Success);
         }

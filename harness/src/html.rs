@@ -25,16 +25,17 @@ use crate::run::{RunConfig, RunError, run_dir};
 /// test log holds the results) with a note naming the file.
 pub const LOG_LIMIT: usize = 256 * 1024;
 
-/// How an instance ended, as the page shows it.
+/// How an instance ended, as the page shows it: the run report's list it is in (SWE-bench's
+/// classes), and for an error the outcome `swerve.json` recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
     /// Resolved.
     Resolved,
     /// Graded, not resolved.
     Unresolved,
-    /// No usable `report.json`; the class says why (`patch_apply_failed`, `timed_out`,
-    /// `evaluator_failed`, `infra_error`, or `no_report` when nothing recorded it).
-    Error(String),
+    /// No usable `report.json`: the recorded outcome that says why (`patch_apply_failed`,
+    /// `timed_out`, `evaluator_failed`, `infra_error`), `None` when nothing recorded one.
+    Error(Option<OutcomeKind>),
     /// The patch was `""` or null: not run.
     EmptyPatch,
     /// No prediction for this instance.
@@ -137,12 +138,11 @@ pub fn collect(
             } else if has(&r.incomplete_ids, id) {
                 Status::NoPrediction
             } else {
-                let class = meta
-                    .as_ref()
-                    .map(|m| m.outcome)
-                    .filter(|o| !matches!(o, OutcomeKind::Resolved | OutcomeKind::Unresolved))
-                    .map_or("no_report", OutcomeKind::as_str);
-                Status::Error(class.to_owned())
+                Status::Error(
+                    meta.as_ref()
+                        .map(|m| m.outcome)
+                        .filter(|o| !matches!(o, OutcomeKind::Resolved | OutcomeKind::Unresolved)),
+                )
             };
             InstanceEntry {
                 instance_id: id.clone(),
@@ -303,7 +303,10 @@ fn render_summary(h: &mut String, page: &RunPage) {
 
 fn badge(status: &Status) -> String {
     let text = match status {
-        Status::Error(class) => format!("error: {class}"),
+        Status::Error(outcome) => format!(
+            "error: {}",
+            outcome.map_or("no_report", OutcomeKind::as_str)
+        ),
         other => other.name().replace('_', " "),
     };
     format!(
@@ -721,7 +724,7 @@ mod tests {
             [
                 &Status::Resolved,
                 &Status::Unresolved,
-                &Status::Error("patch_apply_failed".into()),
+                &Status::Error(Some(OutcomeKind::PatchApplyFailed)),
                 &Status::EmptyPatch,
                 &Status::NoPrediction,
             ]

@@ -24,7 +24,7 @@ pub enum ArrayEvent<'a> {
         /// The array's size.
         tasks: usize,
     },
-    /// Task `task` appended a progress line ([`crate::Task::record`]): one finished unit of
+    /// Task `task` appended a progress line ([`crate::ArrayTask::record`]): one finished unit of
     /// its input.
     Line {
         /// The task's index.

@@ -9,7 +9,7 @@
 //! batch script), checks the job with `sbatch --test-only` before anything runs, submits it,
 //! hands the tasks' progress lines to the caller as they arrive, and ends with the tasks that
 //! did not finish their input ([`LostTask`], one message for all callers). The task side
-//! ([`Task::from_env`]) recognises an array task by its environment, proves that it sees the
+//! ([`ArrayTask::from_env`]) recognises an array task by its environment, proves that it sees the
 //! submitter's folder (the marker holds the token the script carries; a node that does not share
 //! the folder is a clear error), and appends one line per finished unit of work.
 //!
@@ -28,7 +28,7 @@ use std::time::Duration;
 
 pub use array::{ArrayEnd, ArrayEvent, LostTask, run_array};
 pub use error::SlurmError;
-pub use task::{Task, on_terminate};
+pub use task::{ArrayTask, on_terminate};
 
 use array::ArrayJob;
 
@@ -48,7 +48,7 @@ pub struct ArraySpec {
     pub name: String,
     /// The round folder: created, and must be on a file system every node shares.
     pub dir: PathBuf,
-    /// One input text per array task ([`Task::input`]); their number is the array's size.
+    /// One input text per array task ([`ArrayTask::input`]); their number is the array's size.
     pub inputs: Vec<String>,
     /// The program (an absolute path) and the arguments every task runs.
     pub command: Vec<String>,

@@ -7,7 +7,7 @@ use crate::{DIR_ENV, MARKER, SlurmError, TOKEN_ENV};
 
 /// This process as a task of a swerve job array.
 #[derive(Debug, Clone)]
-pub struct Task {
+pub struct ArrayTask {
     /// Its index in the array (`SLURM_ARRAY_TASK_ID`).
     pub index: usize,
     /// The array's size (`SLURM_ARRAY_TASK_COUNT`).
@@ -18,17 +18,17 @@ pub struct Task {
     pub node: String,
 }
 
-impl Task {
+impl ArrayTask {
     /// `None` when this process is not a swerve array task; an error when it is one but does not
     /// see the submitter's round folder (a folder that is not shared) or lacks Slurm's variables.
-    pub fn from_env() -> Result<Option<Task>, SlurmError> {
-        Task::from_vars(|name| std::env::var(name).ok())
+    pub fn from_env() -> Result<Option<ArrayTask>, SlurmError> {
+        ArrayTask::from_vars(|name| std::env::var(name).ok())
     }
 
-    /// [`Task::from_env`] with the variables `get` returns.
+    /// [`ArrayTask::from_env`] with the variables `get` returns.
     pub(crate) fn from_vars(
         get: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<Task>, SlurmError> {
+    ) -> Result<Option<ArrayTask>, SlurmError> {
         let Some(dir) = get(DIR_ENV) else {
             return Ok(None);
         };
@@ -46,7 +46,7 @@ impl Task {
         let dir = PathBuf::from(dir);
         let marker = dir.join(MARKER);
         match std::fs::read_to_string(&marker) {
-            Ok(found) if found == token => Ok(Some(Task {
+            Ok(found) if found == token => Ok(Some(ArrayTask {
                 index,
                 count,
                 dir,
@@ -148,7 +148,9 @@ mod tests {
                 _ => None,
             }
         };
-        let task = Task::from_vars(vars("tok-1")).unwrap().expect("a task");
+        let task = ArrayTask::from_vars(vars("tok-1"))
+            .unwrap()
+            .expect("a task");
         assert_eq!(
             (task.index, task.count, task.node.as_str()),
             (1, 2, "node7")
@@ -160,14 +162,14 @@ mod tests {
             "one\ntwo\n"
         );
         // A marker of another round, or none (a folder this node does not share).
-        let err = Task::from_vars(vars("tok-2")).unwrap_err();
+        let err = ArrayTask::from_vars(vars("tok-2")).unwrap_err();
         assert!(
             matches!(err, SlurmError::NotShared { index: 1, .. }),
             "{err}"
         );
         assert!(err.to_string().contains("node7"), "{err}");
-        assert!(Task::from_vars(|_| None).unwrap().is_none());
-        let missing = Task::from_vars(|name| (name == DIR_ENV).then(|| "/x".to_owned()));
+        assert!(ArrayTask::from_vars(|_| None).unwrap().is_none());
+        let missing = ArrayTask::from_vars(|name| (name == DIR_ENV).then(|| "/x".to_owned()));
         assert!(matches!(missing, Err(SlurmError::TaskEnv(_))));
         // A missing input names the file.
         let err = task.input().unwrap_err();

@@ -10,7 +10,7 @@ use swerve_swebench::Instance;
 
 use crate::error::{Error, IoOp, Result};
 use crate::prompt::chat_template::{CONFIG_FILE, ChatTemplate};
-use crate::prompt::{self, PromptFormat, Task};
+use crate::prompt::{self, PromptFormat, PromptTask};
 
 /// Reads task rows of `--dataset`: a `.jsonl`, `.json` or `.parquet` file of SWE-bench-style
 /// rows ([`Instance`]) that carry `code_context` and `oracle_new_content`, a folder of them
@@ -143,7 +143,7 @@ impl Prompter {
             None => &task.code_context,
         };
         prompt::render(
-            &Task {
+            &PromptTask {
                 problem_statement: task.problem_statement.as_deref().unwrap_or_default(),
                 files,
             },

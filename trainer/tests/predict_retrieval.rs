@@ -187,7 +187,7 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
         source,
     };
     struct Quiet;
-    impl swerve_harness::run::Progress for Quiet {
+    impl swerve_harness::run::RunProgress for Quiet {
         fn message(&self, _: &str) {}
         fn start(&self, _: usize, _: usize) {}
         fn done(&self, _: &swerve_harness::run::InstanceResult) {}

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use swerve_slurm::{ArrayEvent, Placement, Task};
+use swerve_slurm::{ArrayEvent, ArrayTask, Placement};
 
 use crate::error::CurateError;
 
@@ -104,7 +104,7 @@ pub fn submit(
 /// finished.
 pub fn serve_task(
     config: &ValidateConfig,
-    task: &Task,
+    task: &ArrayTask,
     evaluator: &swerve_host::EvaluatorPlugin,
     progress: &dyn Fn(&str),
 ) -> Result<(), CurateError> {

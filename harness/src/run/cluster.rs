@@ -22,12 +22,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use swerve_host::EvaluatorPlugin;
 use swerve_sandbox::{Sandbox, SandboxConfig};
-use swerve_slurm::{ArrayEvent, Placement, SlurmError, Task};
+use swerve_slurm::{ArrayEvent, ArrayTask, Placement, SlurmError};
 
 use super::cache::OutcomeKind;
 use super::{
-    InstanceResult, Progress, RunConfig, RunError, RunSummary, evaluate_jobs, finish, prepare_all,
-    run_dir, select, sweep, valid_run_id, write_run_json,
+    InstanceResult, RunConfig, RunError, RunProgress, RunSummary, evaluate_jobs, finish,
+    prepare_all, run_dir, select, sweep, valid_run_id, write_run_json,
 };
 
 /// One finished instance, as a task reports it: a line of its progress file.
@@ -72,7 +72,7 @@ struct Round {
 pub async fn submit(
     config: &RunConfig,
     split: &str,
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
     options: &Placement,
 ) -> Result<RunSummary, RunError> {
     if !valid_run_id(&config.run_id) {
@@ -172,7 +172,7 @@ fn run_round(
     options: &Placement,
     dir: PathBuf,
     ids: &[String],
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
     last: bool,
 ) -> Result<Round, RunError> {
     let shards = swerve_slurm::deal(ids, options.tasks);
@@ -230,11 +230,11 @@ fn run_round(
 
 /// Writes a progress line per finished instance.
 struct Recorder<'t> {
-    task: &'t Task,
+    task: &'t ArrayTask,
     error: Mutex<Option<swerve_slurm::SlurmError>>,
 }
 
-impl Progress for Recorder<'_> {
+impl RunProgress for Recorder<'_> {
     fn message(&self, text: &str) {
         eprintln!("{text}");
     }
@@ -261,7 +261,7 @@ impl Progress for Recorder<'_> {
 pub async fn run_task(
     config: &RunConfig,
     evaluator: EvaluatorPlugin,
-    task: &Task,
+    task: &ArrayTask,
 ) -> Result<(), RunError> {
     let input = task.input()?;
     let ids: BTreeSet<&str> = input.lines().filter(|l| !l.is_empty()).collect();

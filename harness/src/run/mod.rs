@@ -139,7 +139,7 @@ pub enum RunError {
 }
 
 /// Progress reports (the binary draws a bar).
-pub trait Progress: Send + Sync {
+pub trait RunProgress: Send + Sync {
     /// A line for the user (stderr).
     fn message(&self, text: &str);
     /// Evaluation starts: `total` instances, `reused` of them from an earlier run.
@@ -312,7 +312,7 @@ pub async fn run(
     config: &RunConfig,
     split: &str,
     evaluator: EvaluatorPlugin,
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
 ) -> Result<RunSummary, RunError> {
     if !valid_run_id(&config.run_id) {
         return Err(RunError::RunId(config.run_id.clone()));
@@ -343,7 +343,7 @@ async fn prepare_all(
     config: &RunConfig,
     sandbox: &Sandbox,
     to_run: &[(&Instance, &Prediction)],
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
 ) -> Result<(images::BaseImages, Vec<InstanceResult>, Vec<Job>), RunError> {
     let envs = &config.source.environments;
     if to_run.iter().any(|(row, _)| envs.get(row).is_some()) {
@@ -376,7 +376,7 @@ async fn evaluate_jobs(
     sandbox: &Sandbox,
     evaluator: EvaluatorPlugin,
     jobs: &[Job],
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
 ) -> Vec<InstanceResult> {
     let ctx = RunContext {
         sandbox: sandbox.clone(),
@@ -407,7 +407,7 @@ async fn finish(
     sandbox: Option<&Sandbox>,
     base: &images::BaseImages,
     mut instances: Vec<InstanceResult>,
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
 ) -> Result<RunSummary, RunError> {
     instances.sort_by(|a, b| a.instance_id.cmp(&b.instance_id));
     let model = model_name(config);
@@ -438,7 +438,7 @@ async fn finish(
 /// about requested instances without a prediction, as SWE-bench does.
 fn select<'c>(
     config: &'c RunConfig,
-    progress: &dyn Progress,
+    progress: &dyn RunProgress,
 ) -> Result<Vec<(&'c Instance, &'c Prediction)>, RunError> {
     predictions::check_in_dataset(&config.predictions, &config.source.all_ids)?;
     let by_id: BTreeMap<&str, &Prediction> = config
@@ -466,7 +466,11 @@ fn select<'c>(
 }
 
 /// Removes the containers an earlier run with this id left, saying so.
-async fn sweep(sandbox: &Sandbox, run_id: &str, progress: &dyn Progress) -> Result<(), RunError> {
+async fn sweep(
+    sandbox: &Sandbox,
+    run_id: &str,
+    progress: &dyn RunProgress,
+) -> Result<(), RunError> {
     let swept = sandbox.sweep(Some(run_id)).await?;
     if !swept.is_empty() {
         progress.message(&format!(

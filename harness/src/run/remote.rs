@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 pub use swerve_slurm::Placement;
-use swerve_slurm::{ArrayEvent, SlurmError, Task};
+use swerve_slurm::{ArrayEvent, ArrayTask, SlurmError};
 
 use super::RunError;
 use super::execute::{ExecuteConfig, ExecutionCache, ExecutionOutcome, PatchExecutor};
@@ -189,7 +189,7 @@ pub fn serve_from_env(
     config: ExecuteConfig,
     evaluator: swerve_host::EvaluatorPlugin,
 ) -> Result<(), RunError> {
-    let task = Task::from_env()?.ok_or(RunError::NotAnArrayTask)?;
+    let task = ArrayTask::from_env()?.ok_or(RunError::NotAnArrayTask)?;
     let source = super::source::resolve(dataset, "test", None)?;
     let config = ExecuteConfig {
         run_id: format!("execute-{}", std::process::id()),
@@ -206,7 +206,7 @@ pub fn serve_from_env(
 
 /// An array task of a batch: executes its pairs with `executor` (at most its `workers` containers
 /// at once), one progress line per result in input order, then marks the task finished.
-pub fn serve_task(task: &Task, executor: &PatchExecutor) -> Result<(), RunError> {
+pub fn serve_task(task: &ArrayTask, executor: &PatchExecutor) -> Result<(), RunError> {
     let input = task.input()?;
     let mut pending = Vec::new();
     for (number, line) in input.lines().enumerate() {

@@ -209,14 +209,14 @@ fn test_list(row: &Map<String, Value>, field: &str) -> Result<Vec<String>, Strin
 
 /// One task of a task repository: its row and its folder.
 #[derive(Debug, Clone)]
-pub struct Task {
+pub struct TaskFolder {
     /// `tasks/<instance_id>/`: its Dockerfile's build context, and where its `test_assets/` are.
     pub dir: PathBuf,
     /// The SWE-bench 5 row the folder holds (see the module documentation).
     pub row: Map<String, Value>,
 }
 
-impl Task {
+impl TaskFolder {
     /// The row's `instance_id` (the folder's name).
     pub fn instance_id(&self) -> &str {
         self.row
@@ -252,7 +252,7 @@ fn task_dirs(root: &Path) -> Result<Vec<PathBuf>, TaskRepoError> {
 }
 
 /// Reads one task folder as the row SWE-bench's `load_task` makes of it.
-pub fn read_task(dir: &Path) -> Result<Task, TaskRepoError> {
+pub fn read_task(dir: &Path) -> Result<TaskFolder, TaskRepoError> {
     let read = |name: &str| -> Result<String, TaskRepoError> {
         let path = dir.join(name);
         // Bytes as they are: CRLF inside a patch survives, as Python's newline="" keeps it.
@@ -295,7 +295,7 @@ pub fn read_task(dir: &Path) -> Result<Task, TaskRepoError> {
             ),
         ));
     }
-    Ok(Task {
+    Ok(TaskFolder {
         dir: dir.to_owned(),
         row,
     })
@@ -308,7 +308,7 @@ pub fn read_tasks(
     root: &Path,
     instance_ids: &[String],
     split: &str,
-) -> Result<Vec<Task>, TaskRepoError> {
+) -> Result<Vec<TaskFolder>, TaskRepoError> {
     let dirs = task_dirs(root)?;
     if !instance_ids.is_empty() {
         let by_id = |id: &String| {
@@ -336,13 +336,13 @@ pub fn read_tasks(
         .iter()
         .map(|d| read_task(d))
         .collect::<Result<Vec<_>, _>>()?;
-    let split_of = |t: &Task| {
+    let split_of = |t: &TaskFolder| {
         t.row
             .get("split")
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let wanted: Vec<Task> = tasks
+    let wanted: Vec<TaskFolder> = tasks
         .iter()
         .filter(|t| split_of(t).as_deref() == Some(split))
         .cloned()

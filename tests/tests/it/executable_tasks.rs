@@ -13,7 +13,7 @@ use std::time::Duration;
 use swerve_curate::validate::ValidateConfig;
 use swerve_curate::{Config, Inputs, Output};
 use swerve_harness::run::cache::Resume;
-use swerve_harness::run::{self, InstanceResult, Mode, Progress, RunConfig};
+use swerve_harness::run::{self, InstanceResult, Mode, RunConfig, RunProgress};
 use swerve_swebench::predictions::Prediction;
 use swerve_trainer::commands::{ExecuteSpec, GrpoCommand, ModelSource, OutputSpec, run_grpo};
 use swerve_trainer::data::PromptStyle;
@@ -25,7 +25,7 @@ const KEPT: [&str; 3] = ["fixture__calc-1", "fixture__modern-1", "fixture__words
 
 struct Quiet;
 
-impl Progress for Quiet {
+impl RunProgress for Quiet {
     fn message(&self, _: &str) {}
     fn start(&self, _: usize, _: usize) {}
     fn done(&self, _: &InstanceResult) {}

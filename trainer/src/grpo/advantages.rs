@@ -17,8 +17,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::GrpoError;
+use super::aggregation;
 use super::config::MultiObjectiveAggregation;
-use super::rewards;
 use super::stats::{is_close_to_zero, nanmean, nanstd};
 
 /// The epsilon TRL adds to the reward std before dividing (verl uses 1e-6).
@@ -186,8 +186,8 @@ pub fn batch_advantages(
     aggregation: MultiObjectiveAggregation,
     std_eps: f64,
 ) -> Result<(GroupStats, Advantages), GrpoError> {
-    rewards::check_shape(rewards_per_func, weights)?;
-    let aggregated = rewards::aggregate(rewards_per_func, weights);
+    aggregation::check_shape(rewards_per_func, weights)?;
+    let aggregated = aggregation::aggregate(rewards_per_func, weights);
     let stats = GroupStats::new(&aggregated, num_generations)?;
     let advantages = match aggregation {
         MultiObjectiveAggregation::SumThenNormalize => Advantages {
@@ -209,10 +209,10 @@ fn normalize_then_sum(
     num_generations: usize,
     std_eps: f64,
 ) -> Advantages {
-    let unscorable = rewards::all_none_rows(rewards_per_func);
+    let unscorable = aggregation::all_none_rows(rewards_per_func);
     let mut summed = vec![0.0; rewards_per_func.len()];
     for (k, weight) in weights.iter().enumerate() {
-        let column = rewards::function_column(rewards_per_func, k);
+        let column = aggregation::function_column(rewards_per_func, k);
         for (g, group) in column.chunks(num_generations).enumerate() {
             let (mean, std) = (nanmean(group), nanstd(group));
             for (j, x) in group.iter().enumerate() {

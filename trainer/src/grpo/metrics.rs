@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::GrpoError;
 use super::advantages::{Advantages, GroupStats};
-use super::rewards::function_column;
+use super::aggregation::function_column;
 use super::stats::{nanmean, nanstd};
 
 /// The reward metrics: `reward` (nanmean of the weighted sums of the rewards), `reward_std`

@@ -2,7 +2,7 @@
 //!
 //! The flow of one generation batch, each step a module:
 //!
-//! 1. [`rewards`]: several reward functions' answers (None allowed) → one reward per completion.
+//! 1. [`aggregation`]: several reward functions' answers (None allowed) → one reward per completion.
 //! 2. [`advantages`]: group means and stds → one advantage per completion.
 //! 3. [`loss`]: per-token ratio, clipped surrogate and k3 KL → per-token loss and gradient, reduced
 //!    per micro-batch by one of four [`LossType`]s; plus the clip and KL metrics.
@@ -13,12 +13,12 @@
 //! formulas and takes its per-token weights from [`loss::Normalisation::token_weights`].
 
 pub mod advantages;
+pub mod aggregation;
 pub mod case;
 pub mod config;
 pub mod error;
 pub mod loss;
 pub mod metrics;
-pub mod rewards;
 pub mod stats;
 
 pub use advantages::{GroupStats, ScaleRewards};

@@ -90,7 +90,7 @@ impl std::str::FromStr for PromptFormat {
 
 /// One task to prompt for: the issue text and the files to show (path → text).
 #[derive(Debug, Clone, Copy)]
-pub struct Task<'a> {
+pub struct PromptTask<'a> {
     /// The issue report.
     pub problem_statement: &'a str,
     /// The files shown to the model, in path order.
@@ -98,7 +98,7 @@ pub struct Task<'a> {
 }
 
 /// The user part of the prompt: the issue, then the files in one fenced block.
-pub fn task_text(task: &Task<'_>) -> String {
+pub fn task_text(task: &PromptTask<'_>) -> String {
     let mut body = String::new();
     for (i, (path, text)) in task.files.iter().enumerate() {
         if i > 0 {
@@ -132,7 +132,7 @@ fn fenced(body: &str) -> String {
 /// [`Error::NoChatTemplate`] without it, or with the template's error when it raises one; the
 /// other formats ignore it and do not fail.
 pub fn render(
-    task: &Task<'_>,
+    task: &PromptTask<'_>,
     format: PromptFormat,
     chat_template: Option<&ChatTemplate>,
 ) -> Result<String> {
@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn task_text_lists_files_under_headers_in_one_fence() {
         let files = files(&[("b.py", "y = 2\n"), ("a.py", "x = 1")]);
-        let text = task_text(&Task {
+        let text = task_text(&PromptTask {
             problem_statement: "It breaks.\n",
             files: &files,
         });
@@ -296,7 +296,7 @@ mod tests {
     #[test]
     fn fence_outgrows_backticks_in_files() {
         let files = files(&[("README.md", "```sh\nmake\n```\n")]);
-        let text = task_text(&Task {
+        let text = task_text(&PromptTask {
             problem_statement: "Docs.",
             files: &files,
         });
@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn formats_wrap_the_same_task() {
         let files = files(&[("a.py", "x = 1\n")]);
-        let task = Task {
+        let task = PromptTask {
             problem_statement: "Issue text",
             files: &files,
         };
@@ -354,7 +354,7 @@ mod tests {
     #[test]
     fn qwen_template_renders_what_chatml_writes() {
         let files = files(&[("a.py", "x = 1\n")]);
-        let task = Task {
+        let task = PromptTask {
             problem_statement: "Issue text",
             files: &files,
         };
@@ -368,7 +368,7 @@ mod tests {
     #[test]
     fn llama_template_puts_instructions_after_its_date_header() {
         let files = files(&[("a.py", "x = 1\n")]);
-        let task = Task {
+        let task = PromptTask {
             problem_statement: "Issue text",
             files: &files,
         };
@@ -389,7 +389,7 @@ mod tests {
     #[test]
     fn template_format_without_a_template_is_an_error() {
         let files = files(&[("a.py", "x = 1\n")]);
-        let task = Task {
+        let task = PromptTask {
             problem_statement: "Issue text",
             files: &files,
         };

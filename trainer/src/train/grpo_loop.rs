@@ -43,7 +43,7 @@ use crate::generate::{Generation, SamplingConfig, generate, generate_streaming};
 use crate::grpo::advantages::{TRL_STD_EPS, batch_advantages};
 use crate::grpo::loss::{MetricSums, MicroBatchScope, ObjectiveParams, entropy_threshold};
 use crate::grpo::metrics::{completion_metrics, reward_metrics};
-use crate::grpo::{GrpoConfig, GrpoError, Normalisation, rewards};
+use crate::grpo::{GrpoConfig, GrpoError, Normalisation, aggregation};
 use crate::model::{CausalLm, Kernels, ModelParams};
 use crate::predict::patch::completion_patch;
 use crate::ranks::Ranks;
@@ -490,7 +490,7 @@ impl<D: Kernels<f32>> Grpo<'_, D> {
             })
             .collect::<Result<_>>()?;
         let per_func = self.inputs.rewards.score(&samples)?;
-        rewards::check_shape(&per_func, &self.inputs.rewards.weights())
+        aggregation::check_shape(&per_func, &self.inputs.rewards.weights())
             .map_err(|e| batch_error(cx.state, e))?;
         Ok(per_func)
     }

@@ -176,7 +176,7 @@ fn prompter_renders_tasks_through_the_models_template() {
     );
     let prompt = prompter.render(&task()).unwrap();
     let files = task().code_context;
-    let text = prompt::task_text(&prompt::Task {
+    let text = prompt::task_text(&prompt::PromptTask {
         problem_statement: "It breaks.",
         files: &files,
     });
