@@ -66,7 +66,7 @@ pub enum CurateError {
     /// The sandbox executor of `curate validate` could not be started.
     #[cfg(feature = "validate")]
     #[error("cannot start the sandbox executor")]
-    Executor(#[source] swerve_harness::run::RunError),
+    Executor(#[source] swerve_harness::execution::RunError),
     /// `tasks.parquet` could not be written.
     #[error("cannot write parquet {}", path.display())]
     Parquet {

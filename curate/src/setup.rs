@@ -12,7 +12,7 @@
 //! commands run only inside the image build.
 
 use serde::Deserialize;
-use swerve_harness::images::{Lines, PYTHONS, RepoEnv, TestCmd};
+use swerve_harness::execution::{Lines, PYTHONS, RepoEnv, TestCmd};
 
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointError};
 use crate::recipe::{Files, Recipe};

@@ -12,8 +12,9 @@
 use std::time::Instant;
 
 use swerve_cli::ExecuteTaskArgs;
-use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
-use swerve_harness::run::remote::{RemoteConfig, SlurmExecutions};
+use swerve_harness::execution::{
+    DatasetSource, ExecuteConfig, PatchExecutor, RemoteConfig, SlurmExecutions,
+};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -29,7 +30,7 @@ fn main() -> anyhow::Result<()> {
                 "build the harness binary first (cargo build --release -p swerve-harness)"
             )
         })?;
-    let source = swerve_harness::run::source::resolve("swerve-mini", "test", None)?;
+    let source = DatasetSource::resolve("swerve-mini", "test", None)?;
     let pairs: Vec<(String, String)> = source
         .rows
         .iter()

@@ -10,11 +10,9 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use swerve_cli::{Exit, Verbosity};
-use swerve_harness::run::cache::{OutcomeKind, Resume};
-use swerve_harness::run::cluster;
-use swerve_harness::run::source::{self, DatasetSource};
-use swerve_harness::run::{self, InstanceResult, Mode, RunConfig, RunProgress};
-use swerve_harness::{export, html, images};
+use swerve_harness::execution::{DatasetSource, ImageTiming, Mode, build_images};
+use swerve_harness::run::{self, InstanceResult, OutcomeKind, Resume, RunConfig, RunProgress};
+use swerve_harness::{export, html};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
 use swerve_swebench::predictions::{self, Prediction};
 
@@ -22,7 +20,7 @@ use crate::CacheArgs;
 
 /// Dataset selection shared by `run`, `report` and `images build`.
 #[derive(Args)]
-pub struct DatasetArgs {
+pub(crate) struct DatasetArgs {
     /// `swerve-mini` (bundled), a .json/.jsonl/.parquet file, a folder with `<split>.jsonl`, or
     /// a SWE-bench dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal` or a Hugging
     /// Face id) read from the local Hugging Face cache
@@ -52,13 +50,13 @@ pub struct DatasetArgs {
 impl DatasetArgs {
     fn resolve(&self) -> anyhow::Result<DatasetSource> {
         if let Some(dir) = &self.task_repo {
-            return Ok(source::resolve_task_repo(
+            return Ok(DatasetSource::resolve_task_repo(
                 dir,
                 &self.split,
                 &self.instance_ids,
             )?);
         }
-        let mut source = source::resolve(&self.dataset, &self.split, self.repos.as_deref())?;
+        let mut source = DatasetSource::resolve(&self.dataset, &self.split, self.repos.as_deref())?;
         source.filter(&self.instance_ids)?;
         Ok(source)
     }
@@ -66,7 +64,7 @@ impl DatasetArgs {
 
 /// How the run is hardened.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ModeArg {
+pub(crate) enum ModeArg {
     /// swerve's defences on (see docs/hardening.md).
     Hardened,
     /// SWE-bench 5 exactly: one eval.sh exec, log graded as upstream.
@@ -77,7 +75,7 @@ pub enum ModeArg {
 
 /// Which earlier results are reused.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ResumeArg {
+pub(crate) enum ResumeArg {
     /// Same image, patch and eval script.
     Content,
     /// Any report.json (SWE-bench).
@@ -86,7 +84,7 @@ pub enum ResumeArg {
 
 /// The container network.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum NetworkArg {
+pub(crate) enum NetworkArg {
     /// No network (default).
     None,
     /// Docker's bridge (SWE-bench's setting).
@@ -95,7 +93,7 @@ pub enum NetworkArg {
 
 /// `harness run`.
 #[derive(Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     #[command(flatten)]
     dataset: DatasetArgs,
     /// Predictions (.jsonl, .json list or dict), or `gold`.
@@ -131,7 +129,7 @@ pub struct RunArgs {
 
 /// Where a run's results live and how its logs are parsed (shared by `run` and `report`).
 #[derive(Args)]
-pub struct RunFiles {
+pub(crate) struct RunFiles {
     /// Names the log folder, the containers and the run report.
     #[arg(long, alias = "run_id")]
     run_id: String,
@@ -148,7 +146,7 @@ pub struct RunFiles {
 
 /// `harness report`.
 #[derive(Args)]
-pub struct ReportArgs {
+pub(crate) struct ReportArgs {
     #[command(flatten)]
     dataset: DatasetArgs,
     /// The predictions the run used, or `gold`.
@@ -166,7 +164,7 @@ pub struct ReportArgs {
 
 /// `harness clean`.
 #[derive(Args)]
-pub struct CleanArgs {
+pub(crate) struct CleanArgs {
     /// Only this run's containers (default: every swerve container).
     #[arg(long, alias = "run_id")]
     run_id: Option<String>,
@@ -174,14 +172,14 @@ pub struct CleanArgs {
 
 /// `harness images ...`.
 #[derive(Subcommand)]
-pub enum ImagesCommand {
+pub(crate) enum ImagesCommand {
     /// Build (or reuse) the base, env and instance images of a dataset.
     Build(ImagesBuildArgs),
 }
 
 /// `harness images build`.
 #[derive(Args)]
-pub struct ImagesBuildArgs {
+pub(crate) struct ImagesBuildArgs {
     #[command(flatten)]
     dataset: DatasetArgs,
     /// Images built at once.
@@ -191,7 +189,7 @@ pub struct ImagesBuildArgs {
 
 /// `harness dataset ...`.
 #[derive(Subcommand)]
-pub enum DatasetCommand {
+pub(crate) enum DatasetCommand {
     /// Write a dataset's rows as SWE-bench 5 rows (image, eval_script, log_parser, eval_type
     /// filled in from environment specs where missing), for SWE-bench's own run_evaluation.
     Export(DatasetExportArgs),
@@ -199,7 +197,7 @@ pub enum DatasetCommand {
 
 /// `harness dataset export`.
 #[derive(Args)]
-pub struct DatasetExportArgs {
+pub(crate) struct DatasetExportArgs {
     /// `swerve-mini` (bundled), a .json/.jsonl/.parquet file, a folder with `<split>.jsonl`, or
     /// a SWE-bench dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal` or a Hugging
     /// Face id) read from the local Hugging Face cache
@@ -285,7 +283,7 @@ impl RunProgress for Bar {
 }
 
 /// `harness run`.
-pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
+pub(crate) fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     if args.files.run_id.is_empty() {
         bail!("--run-id must be non-empty");
     }
@@ -328,11 +326,11 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     let summary = if args.placement.on_slurm() {
         // This process is one of the array's tasks: evaluate its instances and stop.
         if let Some(task) = swerve_slurm::ArrayTask::from_env()? {
-            runtime()?.block_on(cluster::run_task(&config, plugin, &task))?;
+            runtime()?.block_on(run::run_task(&config, plugin, &task))?;
             return Ok(Exit::Success);
         }
         let options = args.placement.placement()?;
-        runtime()?.block_on(cluster::submit(&config, split, &progress, &options))?
+        runtime()?.block_on(run::submit(&config, split, &progress, &options))?
     } else {
         runtime()?.block_on(run::run(&config, split, plugin, &progress))?
     };
@@ -365,7 +363,7 @@ pub fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
 }
 
 /// `harness report`.
-pub fn report(args: ReportArgs) -> anyhow::Result<Exit> {
+pub(crate) fn report(args: ReportArgs) -> anyhow::Result<Exit> {
     let source = args.dataset.resolve()?;
     let predictions = load_predictions(&args.predictions, &source)?;
     let config = RunConfig {
@@ -382,7 +380,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<Exit> {
         limits: Limits::default(),
     };
     let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
-    let (results, file) = run::rewrite::rewrite_reports(&config, &plugin)?;
+    let (results, file) = run::rewrite_reports(&config, &plugin)?;
     print!("{}", results.summary(&file.display().to_string()));
     if args.html {
         let page = html::write_run_page(&config, &results, &file)?;
@@ -392,7 +390,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<Exit> {
 }
 
 /// `harness clean`.
-pub fn clean(args: CleanArgs) -> anyhow::Result<Exit> {
+pub(crate) fn clean(args: CleanArgs) -> anyhow::Result<Exit> {
     let removed = runtime()?.block_on(async {
         let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
         sandbox.sweep(args.run_id.as_deref()).await
@@ -407,41 +405,17 @@ pub fn clean(args: CleanArgs) -> anyhow::Result<Exit> {
 /// `harness images build`: one line per image on stdout (`layer origin seconds bytes name`);
 /// every built instance image also gets its stable name (a `tag` line): the row's `image`, else
 /// `swerve/sweb.eval.<arch>.<id>:latest`.
-pub fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
+pub(crate) fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
     let source = args.dataset.resolve()?;
     runtime()?.block_on(async {
-        use futures_util::StreamExt as _;
         let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
-        let (bases, timings) =
-            images::BaseImages::ensure(&sandbox, &source.environments, &source.rows).await?;
-        for timing in &timings {
-            print_timing(timing);
-        }
-        let recipes = source
-            .rows
-            .iter()
-            .map(|row| {
-                source
-                    .recipe(row, &bases)
-                    .map(|r| r.with_stable_name(&row.instance_id))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let results: Vec<_> = futures_util::stream::iter(recipes.iter())
-            .map(|r| images::build(&sandbox, r))
-            .buffer_unordered(args.max_workers.get())
-            .collect()
-            .await;
-        for timings in results {
-            for t in timings? {
-                print_timing(&t);
-            }
-        }
+        build_images(&sandbox, &source, args.max_workers.get(), print_timing).await?;
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Success)
 }
 
-fn print_timing(t: &images::ImageTiming) {
+fn print_timing(t: &ImageTiming) {
     println!(
         "{}\t{:?}\t{:.1}\t{}\t{}",
         t.layer,
@@ -453,8 +427,8 @@ fn print_timing(t: &images::ImageTiming) {
 }
 
 /// `harness dataset export`: the rows as SWE-bench 5 JSONL; the file name on stdout.
-pub fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<Exit> {
-    let mut source = source::resolve(&args.dataset, &args.split, None)?;
+pub(crate) fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<Exit> {
+    let mut source = DatasetSource::resolve(&args.dataset, &args.split, None)?;
     source.filter(&args.instance_ids)?;
     let (summary, written) = match (&args.output, &args.task_repo) {
         (_, Some(dir)) => (export::export_task_repo(&source, dir)?, dir),

@@ -265,7 +265,7 @@ fn environments_file(source: &DatasetSource) -> PathBuf {
 }
 
 /// The dataset's rows (after `-i` filtering) as SWE-bench 5 JSONL lines.
-pub fn export_lines(source: &DatasetSource) -> Result<(Vec<String>, usize), ExportError> {
+pub(crate) fn export_lines(source: &DatasetSource) -> Result<(Vec<String>, usize), ExportError> {
     let mut lines = Vec::new();
     let mut filled = 0;
     let raw = raw_rows(source)?;
@@ -343,7 +343,6 @@ pub fn export_task_repo(source: &DatasetSource, dir: &Path) -> Result<ExportSumm
 mod tests {
     use super::*;
     use crate::images::Environments;
-    use crate::run::source;
 
     /// The rows' v5 fields that differ from what an export would make from their environment
     /// specs (images named for x86_64, as the bundled rows are), as `instance: field`.
@@ -385,7 +384,7 @@ mod tests {
     /// the Python generator in build_bundles.py and the Rust one agree.
     #[test]
     fn bundled_rows_carry_the_v5_fields() {
-        let ds = source::resolve("swerve-mini", "test", None).expect("bundled");
+        let ds = DatasetSource::resolve("swerve-mini", "test", None).expect("bundled");
         assert_eq!(v5_fields_mismatches(&ds.rows, &ds.environments), [""; 0]);
         let (lines, filled) = export_lines(&ds).expect("export");
         assert_eq!((lines.len(), filled), (13, 0));
@@ -421,7 +420,7 @@ mod tests {
         }
         let rows = dir.path().join("rows.jsonl");
         fs_err::write(&rows, stripped.join("\n") + "\n").expect("write");
-        let resolve = || source::resolve(&rows.display().to_string(), "test", None);
+        let resolve = || DatasetSource::resolve(&rows.display().to_string(), "test", None);
 
         let err = export_lines(&resolve().expect("rows")).expect_err("no spec");
         let message = err.to_string();
@@ -438,7 +437,7 @@ mod tests {
         let ds = resolve().expect("rows");
         let (lines, filled) = export_lines(&ds).expect("export");
         assert_eq!(filled, 8);
-        let full = source::resolve("swerve-mini", "test", None).expect("bundled");
+        let full = DatasetSource::resolve("swerve-mini", "test", None).expect("bundled");
         let (bundled_lines, _) = export_lines(&full).expect("export");
         for (made, bundled) in lines.iter().zip(&bundled_lines) {
             let made: Map<String, Value> = serde_json::from_str(made).expect("json");

@@ -23,12 +23,12 @@ use crate::run::{RunConfig, RunError, run_dir};
 
 /// The most bytes of one log shown on the page; a longer log is cut at the front (the end of a
 /// test log holds the results) with a note naming the file.
-pub const LOG_LIMIT: usize = 256 * 1024;
+pub(crate) const LOG_LIMIT: usize = 256 * 1024;
 
 /// How an instance ended, as the page shows it: the run report's list it is in (SWE-bench's
 /// classes), and for an error the outcome `swerve.json` recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// Resolved.
     Resolved,
     /// Graded, not resolved.
@@ -44,7 +44,7 @@ pub enum Status {
 
 impl Status {
     /// The name in the page's `data-status` attributes and badges.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         match self {
             Status::Resolved => "resolved",
             Status::Unresolved => "unresolved",
@@ -57,7 +57,7 @@ impl Status {
 
 /// One instance on the page.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InstanceEntry {
+pub(crate) struct InstanceEntry {
     /// The instance id.
     pub instance_id: String,
     /// How it ended.
@@ -80,7 +80,7 @@ pub struct InstanceEntry {
 
 /// Everything the page shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunPage {
+pub(crate) struct RunPage {
     /// The run id.
     pub run_id: String,
     /// The model's folder name (`model_name_or_path`, `/` as `__`).
@@ -108,7 +108,7 @@ fn summary_counts(results: &RunResults) -> Vec<(String, usize)> {
 }
 
 /// Reads what the page shows of each instance in `ids` from `model_dir/<id>/`.
-pub fn collect(
+pub(crate) fn collect(
     model_dir: &Path,
     ids: &[String],
     predictions: &[Prediction],
@@ -164,7 +164,7 @@ pub fn collect(
 }
 
 /// The page's file: the run report's path with `.html` for `.json`.
-pub fn page_path(report_file: &Path) -> PathBuf {
+pub(crate) fn page_path(report_file: &Path) -> PathBuf {
     report_file.with_extension("html")
 }
 
@@ -203,7 +203,7 @@ pub fn write_run_page(
 
 /// `text` with `&`, `<`, `>`, `"` and `'` escaped, safe in element content and quoted
 /// attributes.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -219,7 +219,7 @@ pub fn escape(text: &str) -> String {
 }
 
 /// The anchor of an instance: its id with characters outside `[A-Za-z0-9._-]` as `_`.
-pub fn anchor(instance_id: &str) -> String {
+pub(crate) fn anchor(instance_id: &str) -> String {
     instance_id
         .chars()
         .map(|c| {
@@ -250,7 +250,7 @@ dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dt{font-wei
 ";
 
 /// The page.
-pub fn render(page: &RunPage) -> String {
+pub(crate) fn render(page: &RunPage) -> String {
     let mut h = String::new();
     let title = format!("swerve run {} · {}", page.run_id, page.model);
     let _ = write!(
@@ -350,7 +350,7 @@ fn test_counts(report: &InstanceReport) -> String {
 
 /// The most failing tests listed in the table of instances; the instance's own section lists
 /// them all.
-pub const TABLE_TESTS: usize = 8;
+pub(crate) const TABLE_TESTS: usize = 8;
 
 /// The failed tests of `report`, at most `limit` of them, then a link to the instance's
 /// section for the rest.

@@ -20,11 +20,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
-use swerve_sandbox::{
-    BaseRecipe, EnvSpec, ImageInfo, ImageOrigin, InstanceSpec, RepoSource, Sandbox,
-};
+use swerve_sandbox::{BaseRecipe, EnvSpec, ImageInfo, InstanceSpec, RepoSource, Sandbox};
 
+use crate::run::source::DatasetSource;
 use swerve_swebench::dataset::Instance;
 
 /// A test command: one string, or several commands whose last one gets the test directives.
@@ -78,7 +78,7 @@ impl Lines {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoEnv {
     /// Python version wanted: `3.13` runs on a Debian 13 base, anything else on Debian 12's
-    /// 3.11 ([`PYTHONS`], [`base_suite`]).
+    /// 3.11 ([`PYTHONS`]).
     #[serde(default)]
     pub python: Option<String>,
     /// Extra packages installed with pip in the env layer (`requirements.txt` and
@@ -167,7 +167,7 @@ pub enum ImagesError {
 impl ImagesError {
     /// The end of the build log when a command of the recipe itself failed (an install step
     /// of an env or instance layer exited non-zero): the environment's fault, not the engine's.
-    pub fn install_log(&self) -> Option<&str> {
+    pub(crate) fn install_log(&self) -> Option<&str> {
         match self {
             ImagesError::Sandbox {
                 source: swerve_sandbox::Error::BuildStep { log_tail, .. },
@@ -180,7 +180,7 @@ impl ImagesError {
 
 impl Environments {
     /// Reads `environments.json`.
-    pub fn read(path: &Path) -> Result<Environments, ImagesError> {
+    pub(crate) fn read(path: &Path) -> Result<Environments, ImagesError> {
         let err = |source: Box<dyn std::error::Error + Send + Sync>| ImagesError::Environments {
             path: path.to_owned(),
             source,
@@ -190,7 +190,7 @@ impl Environments {
     }
 
     /// The spec of a row's (repository, version).
-    pub fn get(&self, row: &Instance) -> Option<&RepoEnv> {
+    pub(crate) fn get(&self, row: &Instance) -> Option<&RepoEnv> {
         self.0.get(&row.repo)?.get(row.version.as_deref()?)
     }
 }
@@ -211,7 +211,7 @@ const CONDA_SHIM: [&str; 2] = [
 /// The env layer for a spec: shim, `packages`, `pip_packages`, and the `install` lines that do
 /// not need the repository (so that instances share them; the instance layer runs `install`
 /// again, a no-op for what is already satisfied).
-pub fn env_spec(repo: &str, version: &str, env: &RepoEnv, base_image: &str) -> EnvSpec {
+pub(crate) fn env_spec(repo: &str, version: &str, env: &RepoEnv, base_image: &str) -> EnvSpec {
     let mut install: Vec<String> = CONDA_SHIM.iter().map(|s| (*s).to_owned()).collect();
     if let Some(p) = env.packages.as_deref().filter(|p| !p.trim().is_empty()) {
         install.push(format!("python -m pip install {p}"));
@@ -234,7 +234,7 @@ pub fn env_spec(repo: &str, version: &str, env: &RepoEnv, base_image: &str) -> E
 /// Where a repository's clone source is under `repos_dir`: `<name>.bundle`,
 /// `<owner>__<name>.bundle`, a git folder `<name>/` or `<owner>__<name>/`, or the bare mirror
 /// `<owner>/<name>.git` that `curate` reads.
-pub fn repo_source(repos_dir: &Path, repo: &str) -> Result<RepoSource, ImagesError> {
+pub(crate) fn repo_source(repos_dir: &Path, repo: &str) -> Result<RepoSource, ImagesError> {
     let mirror = repos_dir.join(format!("{repo}.git"));
     if repo.contains('/') && mirror.join("HEAD").is_file() {
         return Ok(RepoSource::Path(mirror));
@@ -261,7 +261,7 @@ pub fn repo_source(repos_dir: &Path, repo: &str) -> Result<RepoSource, ImagesErr
 // One recipe per row, made once per run: the size of the built variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ImageRecipe {
+pub(crate) enum ImageRecipe {
     /// Built locally: env layer, then instance layer.
     Built {
         /// The env layer.
@@ -286,7 +286,7 @@ pub enum ImageRecipe {
 
 impl ImageRecipe {
     /// The image name the instance runs in: the stable name when there is one.
-    pub fn image_name(&self) -> String {
+    pub(crate) fn image_name(&self) -> String {
         match self {
             ImageRecipe::Built { tag: Some(tag), .. } => tag.clone(),
             ImageRecipe::Built { instance, .. } => instance.image_name(),
@@ -297,7 +297,7 @@ impl ImageRecipe {
 
     /// The recipe with a stable name: the row's `image`, else [`stable_image_name`]. Used by
     /// `harness images build` so that every image it makes can be named by an exported row.
-    pub fn with_stable_name(self, instance_id: &str) -> ImageRecipe {
+    pub(crate) fn with_stable_name(self, instance_id: &str) -> ImageRecipe {
         match self {
             ImageRecipe::Built { env, instance, tag } => ImageRecipe::Built {
                 env,
@@ -327,7 +327,7 @@ pub fn stable_image_name(instance_id: &str, arch: &str) -> String {
 
 /// The recipe of a row's image: built from its environment spec when there is one (and its
 /// repository is under `repos_dir`), else the row's `image`.
-pub fn recipe(
+pub(crate) fn recipe(
     row: &Instance,
     envs: &Environments,
     repos_dir: &Path,
@@ -397,7 +397,7 @@ pub const PYTHONS: [(&str, &str); 2] = [("3.13", "trixie"), ("3.11", "bookworm")
 
 /// The Debian suite of the base image a spec's `python` runs on: the suite whose Python it
 /// names, else Debian 12 (3.11), where SWE-bench's specs of other versions have always run.
-pub fn base_suite(python: Option<&str>) -> &'static str {
+pub(crate) fn base_suite(python: Option<&str>) -> &'static str {
     PYTHONS
         .iter()
         .find(|(version, _)| python.is_some_and(|p| p.trim() == *version))
@@ -406,11 +406,11 @@ pub fn base_suite(python: Option<&str>) -> &'static str {
 
 /// The base images a run has made, by Debian suite.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BaseImages(BTreeMap<String, String>);
+pub(crate) struct BaseImages(BTreeMap<String, String>);
 
 impl BaseImages {
     /// The base image for a spec.
-    pub fn for_env(&self, env: &RepoEnv) -> Option<&str> {
+    pub(crate) fn for_env(&self, env: &RepoEnv) -> Option<&str> {
         self.0
             .get(base_suite(env.python.as_deref()))
             .map(String::as_str)
@@ -418,7 +418,7 @@ impl BaseImages {
 
     /// Makes (or finds) the base image of every suite that `rows`' specs need; returns what
     /// each took.
-    pub async fn ensure<'a>(
+    pub(crate) async fn ensure<'a>(
         sandbox: &Sandbox,
         envs: &Environments,
         rows: impl IntoIterator<Item = &'a Instance>,
@@ -439,13 +439,16 @@ impl BaseImages {
     }
 
     /// Notes the base image of `suite`.
-    pub fn insert(&mut self, suite: &str, image: String) {
+    pub(crate) fn insert(&mut self, suite: &str, image: String) {
         self.0.insert(suite.to_owned(), image);
     }
 }
 
 /// The base image of the default recipe on `suite`, built with debootstrap if missing.
-pub async fn ensure_base(sandbox: &Sandbox, suite: &str) -> Result<ImageTiming, ImagesError> {
+pub(crate) async fn ensure_base(
+    sandbox: &Sandbox,
+    suite: &str,
+) -> Result<ImageTiming, ImagesError> {
     let started = Instant::now();
     let info = sandbox
         .ensure_base_image(&BaseRecipe::for_suite(suite))
@@ -469,7 +472,7 @@ fn sandbox_error(image: String) -> impl FnOnce(swerve_sandbox::Error) -> ImagesE
 /// is used if local, else pulled; a built recipe whose stable name is already present locally
 /// is used as it is (the row names that image, as in SWE-bench 5), otherwise its layers are
 /// built (or reused) and the stable name is put on the instance image.
-pub async fn ensure(
+pub(crate) async fn ensure(
     sandbox: &Sandbox,
     recipe: &ImageRecipe,
 ) -> Result<Vec<ImageTiming>, ImagesError> {
@@ -493,7 +496,7 @@ pub async fn ensure(
 /// Makes one instance's image from its recipe (layers reused when their content-addressed
 /// images exist) and points its stable name at the result, even when that name was on another
 /// image before (`harness images build`). A prebuilt image is used if local, else pulled.
-pub async fn build(
+pub(crate) async fn build(
     sandbox: &Sandbox,
     recipe: &ImageRecipe,
 ) -> Result<Vec<ImageTiming>, ImagesError> {
@@ -566,9 +569,40 @@ pub async fn build(
     Ok(timings)
 }
 
-/// Whether a timing is of an image built now (not reused).
-pub fn was_built(timing: &ImageTiming) -> bool {
-    timing.info.origin == ImageOrigin::Built
+/// `harness images build`: the base images `source`'s rows need, then every row's image from
+/// its recipe under its stable name, at most `workers` at once. `on_timing` sees the base images'
+/// timings, then each row's in row order, up to the first row whose image failed (its error is
+/// returned).
+pub async fn build_images(
+    sandbox: &Sandbox,
+    source: &DatasetSource,
+    workers: usize,
+    mut on_timing: impl FnMut(&ImageTiming),
+) -> Result<(), ImagesError> {
+    let (bases, timings) = BaseImages::ensure(sandbox, &source.environments, &source.rows).await?;
+    for timing in &timings {
+        on_timing(timing);
+    }
+    let recipes = source
+        .rows
+        .iter()
+        .map(|row| {
+            source
+                .recipe(row, &bases)
+                .map(|r| r.with_stable_name(&row.instance_id))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let results: Vec<_> = futures_util::stream::iter(recipes.iter())
+        .map(|r| build(sandbox, r))
+        .buffer_unordered(workers)
+        .collect()
+        .await;
+    for timings in results {
+        for timing in timings? {
+            on_timing(&timing);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

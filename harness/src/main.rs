@@ -179,13 +179,13 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
                 &swerve_host::bundled::require("swebench-parsers")?,
                 &Default::default(),
             )?;
-            let config = swerve_harness::run::execute::ExecuteConfig {
+            let config = swerve_harness::execution::ExecuteConfig {
                 workers: args.workers.get(),
                 timeout: args.timeout.get(),
                 work_dir: args.work_dir,
                 ..Default::default()
             };
-            swerve_harness::run::remote::serve_from_env(&args.dataset, config, evaluator)?;
+            swerve_harness::execution::serve_from_env(&args.dataset, config, evaluator)?;
             Ok(Exit::Success)
         }
     }

@@ -28,7 +28,7 @@ pub struct Scaffold {
 }
 
 /// The WIT package, copied into every project so that it builds on its own.
-pub const WIT: &str = include_str!("../../wit/plugin.wit");
+pub(crate) const WIT: &str = include_str!("../../wit/plugin.wit");
 
 /// The plugin kit's source, carried by the binary so that `harness plugin new` works from any
 /// folder. Its bindings read `../../wit` from the kit's folder: the project's `wit/`.

@@ -133,7 +133,7 @@ fn parse_line(line: &str) -> Result<Sample, String> {
 }
 
 /// Loads the plugins of a run.
-pub fn load_plugins(
+pub(crate) fn load_plugins(
     host: &Host,
     specs: &[PluginSpec],
 ) -> Result<Vec<WeightedPlugin>, HarnessError> {

@@ -270,7 +270,7 @@ pub enum Error {
     /// its job array was cancelled (the harness's error names the job and the signal).
     #[cfg(feature = "execute")]
     #[error("interrupted while executing completions")]
-    Interrupted(#[source] Box<swerve_harness::run::RunError>),
+    Interrupted(#[source] Box<swerve_harness::execution::RunError>),
     /// A checkpoint's chat template (`tokenizer_config.json` or `chat_template.jinja`) is
     /// malformed, does not compile or failed to render (`raise_exception` in the template), or
     /// the checkpoint has none although the `template` prompt format needs one.

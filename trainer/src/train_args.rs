@@ -427,13 +427,13 @@ pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()
         &swerve_host::bundled::require("swebench-parsers")?,
         &Default::default(),
     )?;
-    let config = swerve_harness::run::execute::ExecuteConfig {
+    let config = swerve_harness::execution::ExecuteConfig {
         workers: args.workers.get(),
         timeout: args.timeout.get(),
         work_dir: args.work_dir.clone(),
         ..Default::default()
     };
-    swerve_harness::run::remote::serve_from_env(&args.dataset, config, evaluator)?;
+    swerve_harness::execution::serve_from_env(&args.dataset, config, evaluator)?;
     Ok(())
 }
 

@@ -162,7 +162,8 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
     assert!(stderr.contains("no mirror at"), "{stderr}");
 
     // The predictions evaluate in Docker (the tiny model's patches are empty or do not apply).
-    let source = swerve_harness::run::source::resolve("swerve-mini", "test", None).unwrap();
+    let source =
+        swerve_harness::execution::DatasetSource::resolve("swerve-mini", "test", None).unwrap();
     let predictions =
         swerve_swebench::predictions::read_predictions(&dir.path().join("bm25.jsonl")).unwrap();
     assert_eq!(predictions.len(), 13);
@@ -181,8 +182,8 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
         timeout: std::time::Duration::from_secs(300),
         log_root: dir.path().join("logs"),
         report_dir: dir.path().to_owned(),
-        mode: swerve_harness::run::Mode::Hardened,
-        resume: swerve_harness::run::cache::Resume::Content,
+        mode: swerve_harness::execution::Mode::Hardened,
+        resume: swerve_harness::run::Resume::Content,
         limits: Default::default(),
         source,
     };

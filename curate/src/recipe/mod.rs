@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use swerve_harness::images::{Lines, RepoEnv, TestCmd};
+use swerve_harness::execution::{Lines, RepoEnv, TestCmd};
 
 use self::install::Install;
 use self::pyproject::Pyproject;

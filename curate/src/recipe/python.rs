@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::str::FromStr;
 
 use pep440_rs::{Version, VersionSpecifiers, VersionSpecifiersParseError};
-use swerve_harness::images::PYTHONS;
+use swerve_harness::execution::PYTHONS;
 
 use super::{NoRecipe, Project, Sources, pyproject, setuptools};
 

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use swerve_harness::run::execute::ExecutionOutcome;
+use swerve_harness::execution::ExecutionOutcome;
 use swerve_host::Status;
 
 use super::DropReason;

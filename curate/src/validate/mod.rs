@@ -6,7 +6,7 @@
 //! test patch touches run `runs` times before the fix (base + test patch) and after it (base +
 //! test patch + gold), each run in a fresh container, through `harness run`'s own path (the
 //! same images, eval script, hardened mode, log parser and grading:
-//! [`swerve_harness::run::execute::PatchExecutor`]).
+//! [`swerve_harness::execution::PatchExecutor`]).
 //! FAIL_TO_PASS: failed or absent in every run before and passed in every run after;
 //! PASS_TO_PASS: passed in every run of both sides; a test whose status differs between runs
 //! of one side is flaky and in neither list. A task is kept when FAIL_TO_PASS is not empty and
@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use swerve_harness::run::eval_script::diff_paths;
+use swerve_harness::execution::{diff_paths, error_chain};
 use swerve_mirror::Mirror;
 
 use crate::endpoint::EndpointConfig;
@@ -425,12 +425,7 @@ fn prepare<'a>(
                     failed: None,
                     failure: &why,
                 })
-                .map_err(|asked| {
-                    no_recipe(format!(
-                        "{why}; {}",
-                        swerve_harness::run::error_chain(&asked)
-                    ))
-                })?;
+                .map_err(|asked| no_recipe(format!("{why}; {}", error_chain(&asked))))?;
             (recipe, 1)
         }
     };

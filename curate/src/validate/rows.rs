@@ -6,8 +6,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use swerve_harness::images::{Environments, RepoEnv, stable_image_name, swebench_arch};
-use swerve_harness::run::eval_script::script_from_spec;
+use swerve_harness::execution::{
+    Environments, RepoEnv, script_from_spec, stable_image_name, swebench_arch,
+};
 use swerve_swebench::dataset::Instance;
 use swerve_swebench::task_repo;
 

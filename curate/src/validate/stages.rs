@@ -10,11 +10,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
-use swerve_harness::images::{Environments, ImageTiming, stable_image_name, swebench_arch};
-use swerve_harness::run::execute::{
-    ExecuteConfig, ExecutionOutcome, PatchExecutor, PrepareFailure,
+use swerve_harness::execution::{
+    DatasetSource, Environments, ExecuteConfig, ExecutionOutcome, ImageTiming, PatchExecutor,
+    PrepareFailure, error_chain, stable_image_name, swebench_arch,
 };
-use swerve_harness::run::source::DatasetSource;
 use swerve_host::EvaluatorPlugin;
 use swerve_sandbox::ImageOrigin;
 use swerve_swebench::dataset::Instance;
@@ -165,7 +164,7 @@ impl Stages<'_> {
         let executor = match self.executor(rows, environments, "images") {
             Ok(executor) => executor,
             Err(e) => {
-                let why = swerve_harness::run::error_chain(&e);
+                let why = error_chain(&e);
                 (self.progress)(&format!("No sandbox: {why}"));
                 for r in runnable.iter() {
                     record(dropped(
@@ -253,7 +252,7 @@ impl Stages<'_> {
                 Ok(recipe) => recipe,
                 Err(why) => {
                     // The model is shown this log when it is asked again: the causes matter.
-                    log = format!("{log}\n\n{}", swerve_harness::run::error_chain(&why));
+                    log = format!("{log}\n\n{}", error_chain(&why));
                     continue;
                 }
             };
@@ -270,7 +269,7 @@ impl Stages<'_> {
             let name = format!("setup-{}", r.asked);
             let executor = self
                 .executor(rows.0, rows.1, &name)
-                .map_err(|e| PrepareFailure::Infra(swerve_harness::run::error_chain(&e)))?;
+                .map_err(|e| PrepareFailure::Infra(error_chain(&e)))?;
             match executor
                 .prepare(std::slice::from_ref(&r.task.instance_id))
                 .remove(0)

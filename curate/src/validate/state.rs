@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use swerve_harness::images::RepoEnv;
+use swerve_harness::execution::RepoEnv;
 
 use crate::error::CurateError;
 

@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use swerve_harness::run::execute::{ExecuteConfig, ExecutionOutcome, PatchExecutor};
+use swerve_harness::execution::{DatasetSource, ExecuteConfig, ExecutionOutcome, PatchExecutor};
 use swerve_tests::environments::{self, Expected};
 
 use crate::support;
@@ -147,7 +147,7 @@ fn every_case_ends_as_its_author_knows_and_the_rows_run() {
 
     // The rows as written, through the harness: gold resolves, the tests without the fix do
     // not (the row's tests on its base commit and test patch).
-    let source = swerve_harness::run::source::resolve(
+    let source = DatasetSource::resolve(
         out.join("instances.jsonl").to_str().unwrap(),
         "test",
         Some(&fixture.repos),

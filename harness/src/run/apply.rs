@@ -7,10 +7,10 @@ use swerve_sandbox::{Container, ExecRequest};
 use super::eval_script::REPO_DIRECTORY;
 
 /// Where the patch is copied in the container (SWE-bench's `CONTAINER_PATCH_FILE`).
-pub const CONTAINER_PATCH_FILE: &str = "/tmp/patch.diff";
+pub(super) const CONTAINER_PATCH_FILE: &str = "/tmp/patch.diff";
 
 /// The v5 commands, each followed by the patch file path.
-pub const APPLY_COMMANDS: [&[&str]; 4] = [
+pub(super) const APPLY_COMMANDS: [&[&str]; 4] = [
     &["git", "apply", "--verbose"],
     &["git", "apply", "--verbose", "--3way"],
     &["git", "apply", "--verbose", "--reject"],
@@ -18,11 +18,11 @@ pub const APPLY_COMMANDS: [&[&str]; 4] = [
 ];
 
 /// The reset run before every retry.
-pub const RESET_SCRIPT: &str = "git checkout -- . ; git clean -fd";
+pub(super) const RESET_SCRIPT: &str = "git checkout -- . ; git clean -fd";
 
 /// How applying went.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApplyOutcome {
+pub(super) enum ApplyOutcome {
     /// A command exited 0; its output.
     Applied {
         /// The command line.
@@ -40,7 +40,7 @@ pub enum ApplyOutcome {
 }
 
 /// Runs the chain in `container` with working directory `/testbed`, as root.
-pub async fn apply_patch(
+pub(super) async fn apply_patch(
     container: &Container,
     timeout: std::time::Duration,
 ) -> swerve_sandbox::Result<ApplyOutcome> {

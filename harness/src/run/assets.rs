@@ -18,14 +18,14 @@ use swerve_log_parsers::START_TEST_OUTPUT;
 use swerve_swebench::Instance;
 
 /// The folder of a task holding its assets (SWE-bench's `ASSETS_SUBDIR`).
-pub const ASSETS_SUBDIR: &str = "test_assets";
+pub(super) const ASSETS_SUBDIR: &str = "test_assets";
 
 /// The container folder the assets are copied into.
-pub const CONTAINER_DIR: &str = "/image_assets";
+pub(super) const CONTAINER_DIR: &str = "/image_assets";
 
 /// One asset ready to stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Asset {
+pub(crate) struct Asset {
     /// Its path in the repository (as declared).
     pub path: String,
     /// Its file name under [`CONTAINER_DIR`] and the log folder's `image_assets/`.
@@ -36,7 +36,7 @@ pub struct Asset {
 
 /// A row's assets and what could not be staged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Staging {
+pub(crate) struct Staging {
     /// The assets found, in declaration order (`test_patch`'s, then `patch`'s).
     pub assets: Vec<Asset>,
     /// One line per declared asset left out, for the instance log.
@@ -46,7 +46,7 @@ pub struct Staging {
 impl Staging {
     /// The eval script with the restore commands inserted before the start-marker line (after
     /// the script when it has none), as SWE-bench does; unchanged without assets.
-    pub fn inject(&self, script: &str) -> String {
+    pub(crate) fn inject(&self, script: &str) -> String {
         if self.assets.is_empty() {
             return script.to_owned();
         }
@@ -75,7 +75,7 @@ impl Staging {
 
     /// A digest of every asset's path and contents, for the result cache's key (empty without
     /// assets, so that keys of rows without them do not change).
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         if self.assets.is_empty() {
             return String::new();
         }
@@ -92,7 +92,7 @@ impl Staging {
 
 /// Why a row's `image_assets` cannot be read.
 #[derive(Debug, thiserror::Error)]
-pub enum AssetsError {
+pub(super) enum AssetsError {
     /// Not JSON, or not an object of lists of objects.
     #[error("image_assets of {instance_id}: {reason}")]
     Malformed {
@@ -125,7 +125,7 @@ pub enum AssetsError {
 
 /// The row's declared assets, read from `task_dir/test_assets/` when the row comes from a task
 /// repository.
-pub fn stage(row: &Instance, task_dir: Option<&Path>) -> Result<Staging, AssetsError> {
+pub(super) fn stage(row: &Instance, task_dir: Option<&Path>) -> Result<Staging, AssetsError> {
     let id = &row.instance_id;
     let malformed = |reason: String| AssetsError::Malformed {
         instance_id: id.clone(),

@@ -12,7 +12,7 @@ use super::hardening::Undone;
 use swerve_swebench::hardened::HardenedRegion;
 
 /// The file beside `report.json` holding the cache key and run details.
-pub const META_FILE: &str = "swerve.json";
+pub(crate) const META_FILE: &str = "swerve.json";
 
 /// Which results a rerun under the same run id reuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ impl OutcomeKind {
 
     /// The outcome of a graded instance: resolved, unresolved, or not resolved because the
     /// setup changed the environment (hardened runs).
-    pub fn of_grading(grading: &swerve_swebench::grading::Grading) -> OutcomeKind {
+    pub(crate) fn of_grading(grading: &swerve_swebench::grading::Grading) -> OutcomeKind {
         if grading.report.resolved {
             OutcomeKind::Resolved
         } else if matches!(
@@ -95,7 +95,7 @@ impl OutcomeKind {
 
 /// `swerve.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstanceMeta {
+pub(crate) struct InstanceMeta {
     /// sha256 over the image id, the patch, the eval script and the mode.
     pub cache_key: String,
     /// The engine id of the instance image.
@@ -127,7 +127,7 @@ pub struct InstanceMeta {
 }
 
 /// The cache key of an evaluation.
-pub fn cache_key(image_id: &str, patch: &str, eval_script: &str, mode: &str) -> String {
+pub(crate) fn cache_key(image_id: &str, patch: &str, eval_script: &str, mode: &str) -> String {
     let mut hasher = Sha256::new();
     for part in [image_id, patch, eval_script, mode] {
         hasher.update((part.len() as u64).to_le_bytes());
@@ -137,13 +137,13 @@ pub fn cache_key(image_id: &str, patch: &str, eval_script: &str, mode: &str) -> 
 }
 
 /// Reads `swerve.json`, `None` when missing or unreadable.
-pub fn read_meta(dir: &Path) -> Option<InstanceMeta> {
+pub(crate) fn read_meta(dir: &Path) -> Option<InstanceMeta> {
     let text = fs_err::read_to_string(dir.join(META_FILE)).ok()?;
     serde_json::from_str(&text).ok()
 }
 
 /// Whether the folder's `report.json` may be reused for `key`.
-pub fn reusable(dir: &Path, key: &str, resume: Resume) -> bool {
+pub(crate) fn reusable(dir: &Path, key: &str, resume: Resume) -> bool {
     if !dir.join("report.json").is_file() {
         return false;
     }

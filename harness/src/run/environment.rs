@@ -54,7 +54,7 @@ const SCRATCH: [&str; 7] = [
 
 /// What a container runtime adds when the container starts (Docker's `--init` binary, the files
 /// it bind-mounts when the image lacks them, its marker file); Podman's go under `/run`.
-pub const RUNTIME: [&str; 5] = [
+pub(super) const RUNTIME: [&str; 5] = [
     "/usr/sbin/docker-init",
     "/etc/hosts",
     "/etc/hostname",
@@ -76,7 +76,7 @@ const SITE_PACKAGES: &str = "/opt/*/lib/python*/site-packages /opt/*/envs/*/lib/
 /// the one rule that reads them is that a project's own metadata may not declare `[pytest11]`
 /// plugins); for each `FILE` argument, `file` (its SHA-256: the [`WATCHED`] files, which the
 /// file-system diff cannot show changing again).
-pub fn snapshot_script(entry_points: bool) -> String {
+pub(super) fn snapshot_script(entry_points: bool) -> String {
     let eps = if entry_points {
         r#"for f in "$sp"/*.dist-info/entry_points.txt "$sp"/*.egg-info/entry_points.txt; do
         [ -f "$f" ] || continue; printf 'ep\0%s\0' "$f"; head -c 65536 "$f" | tr -d '\000';
@@ -103,18 +103,18 @@ pub fn snapshot_script(entry_points: bool) -> String {
 /// The exec right after the setup part: `kill` (every process the setup left), then
 /// [`snapshot_script`] with the entry points, in one round trip; nothing runs in the container
 /// between the two, so the snapshot is the state the file-system changes are listed in.
-pub fn after_setup_script(kill: &str) -> String {
+pub(super) fn after_setup_script(kill: &str) -> String {
     format!("{kill}; {}", snapshot_script(true))
 }
 
 /// Files outside the repository that the host itself changes before the setup part (git hooks
 /// off, in root's git configuration): the file-system diff lists them whatever the setup does,
 /// so their content is compared instead. [`snapshot_script`] is given these.
-pub const WATCHED: [&str; 1] = [GITCONFIG];
+pub(super) const WATCHED: [&str; 1] = [GITCONFIG];
 
 /// What [`snapshot_script`] read.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Snapshot {
+pub(super) struct Snapshot {
     /// `/root/.gitconfig`'s lines (empty when there is none).
     pub git: Vec<String>,
     /// `.pth` files' text.
@@ -129,7 +129,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Parses [`snapshot_script`]'s output; a record cut short is dropped.
-    pub fn parse(output: &[u8]) -> Snapshot {
+    pub(super) fn parse(output: &[u8]) -> Snapshot {
         let mut snap = Snapshot::default();
         let mut fields = output.split(|b| *b == 0);
         while let (Some(kind), Some(path), Some(data)) =
@@ -160,7 +160,7 @@ impl Snapshot {
 
 /// What the check found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct EnvironmentCheck {
+pub(super) struct EnvironmentCheck {
     /// Changes outside the repository that no rule allows (`A /path`, `C /path`, `D /path`).
     pub findings: Vec<String>,
     /// Changes outside the repository and scratch that a rule allowed, with the rule.
@@ -194,7 +194,7 @@ fn normalise(name: &str) -> String {
 }
 
 /// The project's distribution name, from the repository `owner/name`.
-pub fn project_distribution(repo: &str) -> String {
+pub(super) fn project_distribution(repo: &str) -> String {
     normalise(repo.rsplit('/').next().unwrap_or(repo))
 }
 
@@ -279,7 +279,7 @@ fn site_packages_rule(
 
 /// Checks `changes` (the file-system diff right after the setup part), with the files
 /// [`snapshot_script`] read before and after the setup.
-pub fn check(
+pub(super) fn check(
     repo: &str,
     changes: &[FsChange],
     before: &Snapshot,

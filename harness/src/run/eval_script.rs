@@ -12,10 +12,10 @@ use crate::images::RepoEnv;
 use swerve_swebench::dataset::Instance;
 
 /// The fixed heredoc delimiter of SWE-bench's test-patch application.
-pub const HEREDOC_DELIMITER: &str = "EOF_114329324912";
+pub(crate) const HEREDOC_DELIMITER: &str = "EOF_114329324912";
 
 /// Where SWE-bench's (and swerve's) images hold the repository.
-pub const REPO_DIRECTORY: &str = "/testbed";
+pub(crate) const REPO_DIRECTORY: &str = "/testbed";
 
 /// File endings (`csv` without a dot, as upstream) whose paths are not passed to the test
 /// command.
@@ -25,7 +25,7 @@ const NON_TEST_EXTS: [&str; 11] = [
 
 /// What the generator needs from a dataset row and its environment spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScriptInputs<'a> {
+pub(crate) struct ScriptInputs<'a> {
     /// `owner/name`.
     pub repo: &'a str,
     /// The task's base commit.
@@ -42,7 +42,7 @@ pub struct ScriptInputs<'a> {
 
 /// The source paths (without `a/`) of the diff's file entries whose source is not `/dev/null`
 /// — what SWE-bench resets with `git checkout <base> ...` (unidiff's `PatchedFile.path`).
-pub fn modified_files(patch: &str) -> Vec<String> {
+pub(crate) fn modified_files(patch: &str) -> Vec<String> {
     let mut files = Vec::new();
     let mut lines = patch.split('\n').peekable();
     while let Some(line) = lines.next() {
@@ -80,7 +80,7 @@ pub fn diff_paths(patch: &str) -> Vec<String> {
 
 /// The test directives (SWE-bench's `get_test_directives`): the test patch's paths minus
 /// non-test files; Django paths become module labels.
-pub fn test_directives(repo: &str, test_patch: &str) -> Vec<String> {
+pub(crate) fn test_directives(repo: &str, test_patch: &str) -> Vec<String> {
     if repo == "swe-bench/humaneval" {
         return vec!["test.py".to_owned()];
     }
@@ -101,7 +101,7 @@ pub fn test_directives(repo: &str, test_patch: &str) -> Vec<String> {
 }
 
 /// The v4 generator's `eval.sh` for a Python repository (what v5 datasets embed).
-pub fn make_eval_script(inputs: &ScriptInputs<'_>) -> String {
+pub(crate) fn make_eval_script(inputs: &ScriptInputs<'_>) -> String {
     let test_files = modified_files(inputs.test_patch);
     let reset_tests = format!(
         "git checkout {} {}",
@@ -179,7 +179,7 @@ pub fn with_exit_code(script: &str) -> String {
 
 /// Adds `-p no:cacheprovider` after a pytest test command (hardened runs), so that tests
 /// cannot read or write pytest's cache (`--lf`-style state a patch could plant).
-pub fn harden_test_cmd(test_cmd: &str) -> String {
+pub(crate) fn harden_test_cmd(test_cmd: &str) -> String {
     let is_pytest = test_cmd
         .split_whitespace()
         .any(|w| w == "pytest" || w.ends_with("/pytest") || w == "py.test");
@@ -192,7 +192,7 @@ pub fn harden_test_cmd(test_cmd: &str) -> String {
 
 /// A v5 eval script cut into the parts a hardened run executes as separate execs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScriptParts {
+pub(crate) struct ScriptParts {
     /// Everything before the start-marker line (setup, install, test-patch application).
     pub setup: Vec<String>,
     /// The lines between the start-marker line and `SWEBENCH_TEST_EXIT_CODE=$?`: the test
@@ -207,11 +207,11 @@ pub struct ScriptParts {
 #[error(
     "the eval script has no `: '>>>>> Start Test Output'` line, or no `>>>>> End Test Output` line after it; hardened mode runs the test command on its own between them and cannot run this script (use --mode compat)"
 )]
-pub struct NoMarkers;
+pub(crate) struct NoMarkers;
 
 impl ScriptParts {
     /// Splits the output of [`with_exit_code`] at the marker lines.
-    pub fn split(script: &str) -> Result<ScriptParts, NoMarkers> {
+    pub(crate) fn split(script: &str) -> Result<ScriptParts, NoMarkers> {
         let lines: Vec<&str> = script
             .trim_end_matches('\n')
             .split('\n')
@@ -241,7 +241,7 @@ impl ScriptParts {
 
     /// The setup script; it ends by saving the exported environment to `env_file` so that
     /// the test part runs with the same variables (an exec does not inherit them).
-    pub fn setup_script(&self, env_file: &str) -> String {
+    pub(crate) fn setup_script(&self, env_file: &str) -> String {
         script(
             self.setup
                 .iter()
@@ -261,7 +261,7 @@ impl ScriptParts {
     /// pytest's cache plugin is turned off: a generated script carries `-p no:cacheprovider`
     /// in its test command ([`harden_test_cmd`]); a dataset's own script, which runs verbatim,
     /// gets it through `PYTEST_ADDOPTS` instead.
-    pub fn tests_script(&self, env_file: &str, nonce: &str) -> String {
+    pub(crate) fn tests_script(&self, env_file: &str, nonce: &str) -> String {
         let no_cache = if self.tests.iter().any(|l| l.contains("no:cacheprovider")) {
             ""
         } else {
@@ -283,7 +283,7 @@ impl ScriptParts {
 
     /// The teardown script: record `exit_code` (measured by the host), print the end marker
     /// tagged with `nonce`, then the script's own remaining lines.
-    pub fn teardown_script(&self, exit_code: i64, nonce: &str) -> String {
+    pub(crate) fn teardown_script(&self, exit_code: i64, nonce: &str) -> String {
         script(
             [
                 format!("cd {REPO_DIRECTORY}"),

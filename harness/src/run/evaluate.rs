@@ -12,13 +12,13 @@ use swerve_swebench::hardened::{HardenedRegion, evaluate_hardened};
 /// of the model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("log parser failed: {0}")]
-pub struct ParseFailure(pub String);
+pub(super) struct ParseFailure(pub String);
 
 /// Parses a run's `test_output.txt` with an evaluator plugin and grades it against `instance`:
 /// hardened runs (`region` given) read only the host's nonce-tagged section, compatible runs
 /// follow `get_logs_eval`. Shared by `harness run`, report rewriting and single executions
 /// ([`super::execute`]).
-pub fn grade_with_plugin(
+pub(super) fn grade_with_plugin(
     evaluator: &swerve_host::EvaluatorPlugin,
     context: &swerve_host::LogContext,
     instance: &Instance,

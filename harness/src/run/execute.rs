@@ -112,14 +112,14 @@ pub struct GradedExecution {
 
 impl ExecutionOutcome {
     /// An infrastructure failure.
-    pub fn infrastructure(error: impl Into<String>) -> Self {
+    pub(crate) fn infrastructure(error: impl Into<String>) -> Self {
         ExecutionOutcome::Infrastructure {
             error: error.into(),
         }
     }
 
     /// Whether swerve's infrastructure failed (the outcome says nothing of the patch).
-    pub fn is_infrastructure(&self) -> bool {
+    pub(crate) fn is_infrastructure(&self) -> bool {
         matches!(self, ExecutionOutcome::Infrastructure { .. })
     }
 
@@ -179,13 +179,13 @@ pub enum PrepareFailure {
 /// still going. Infrastructure failures are dropped from the cache when they complete, so that
 /// the next request runs again.
 #[derive(Clone, Default)]
-pub struct ExecutionCache {
+pub(crate) struct ExecutionCache {
     entries: Arc<Mutex<HashMap<String, Shared<BoxFuture<'static, ExecutionOutcome>>>>>,
 }
 
 impl ExecutionCache {
     /// The key of evaluating `patch` on the row `instance_id` (a digest of both).
-    pub fn key(instance_id: &str, patch: &str) -> String {
+    pub(crate) fn key(instance_id: &str, patch: &str) -> String {
         let mut h = Sha256::new();
         h.update(instance_id.as_bytes());
         h.update([0]);
@@ -194,7 +194,7 @@ impl ExecutionCache {
     }
 
     /// The finished result for `key`, if there is one (a run still going is not finished).
-    pub fn finished(&self, key: &str) -> Option<ExecutionOutcome> {
+    pub(crate) fn finished(&self, key: &str) -> Option<ExecutionOutcome> {
         self.entries
             .lock()
             .expect("cache lock")
@@ -204,7 +204,7 @@ impl ExecutionCache {
 
     /// Keeps `outcome`, obtained elsewhere (a cluster task), as the result for `key`, unless it
     /// is an infrastructure failure.
-    pub fn record(&self, key: &str, outcome: ExecutionOutcome) {
+    pub(crate) fn record(&self, key: &str, outcome: ExecutionOutcome) {
         if !outcome.is_infrastructure() {
             let ready = futures_util::future::ready(outcome).boxed().shared();
             // A finished future: polling it once makes `peek` see its output.
@@ -217,7 +217,7 @@ impl ExecutionCache {
     }
 
     /// The result for `key`: the cached (or running) one, else `run()`'s, started now.
-    pub fn get_or_run(
+    pub(crate) fn get_or_run(
         &self,
         key: &str,
         run: impl FnOnce() -> BoxFuture<'static, ExecutionOutcome>,
@@ -240,16 +240,6 @@ impl ExecutionCache {
         .shared();
         entries.insert(key.to_owned(), shared.clone());
         shared
-    }
-
-    /// Keys cached or running.
-    pub fn len(&self) -> usize {
-        self.entries.lock().expect("cache lock").len()
-    }
-
-    /// Whether nothing is cached.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -380,7 +370,7 @@ impl PatchExecutor {
 
     /// Removes the containers of this executor's executions that are still there (for a
     /// process that is being stopped); returns how many.
-    pub fn sweep(&self) -> usize {
+    pub(crate) fn sweep(&self) -> usize {
         self.sweep_prefix(&self.shared.config.run_id)
     }
 
@@ -681,7 +671,7 @@ mod tests {
         assert_ne!(other, ExecutionCache::key("demo__demo-2", "diff"));
         cache.get_or_run(&other, counted(&calls, resolved())).await;
         assert_eq!(calls.load(Ordering::SeqCst), 2);
-        assert_eq!(cache.len(), 2);
+        assert_eq!(cache.entries.lock().unwrap().len(), 2);
     }
 
     #[tokio::test]
@@ -693,7 +683,7 @@ mod tests {
             cache.get_or_run("k", counted(&calls, failed.clone())).await,
             failed
         );
-        assert!(cache.is_empty());
+        assert!(cache.entries.lock().unwrap().is_empty());
         assert_eq!(
             cache.get_or_run("k", counted(&calls, resolved())).await,
             resolved()

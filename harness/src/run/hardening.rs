@@ -85,7 +85,7 @@ fn is_test_file_name(name: &str) -> bool {
 /// configuration. A model patch's additions and changes to these are removed or reset before
 /// the tests run: a Go `TestMain` or a Jest set-up file can print any result as surely as a
 /// `conftest.py` hook.
-pub fn is_test_infrastructure(path: &str) -> bool {
+pub(crate) fn is_test_infrastructure(path: &str) -> bool {
     let mut parts = path.split('/').collect::<Vec<_>>();
     let name = parts.pop().unwrap_or(path);
     let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
@@ -98,26 +98,10 @@ pub fn is_test_infrastructure(path: &str) -> bool {
 }
 
 /// Lists untracked files (ignored ones included), NUL-separated, from `/testbed`.
-pub const UNTRACKED_CMD: [&str; 4] = ["git", "ls-files", "--others", "-z"];
-
-/// Tracked files whose working-tree content differs from `base` (changed or deleted).
-pub fn changed_tracked_cmd(base: &str) -> Vec<String> {
-    [
-        "git",
-        "-c",
-        "core.fileMode=false",
-        "diff",
-        "--name-only",
-        "-z",
-        base,
-    ]
-    .map(str::to_owned)
-    .into_iter()
-    .collect()
-}
+pub(crate) const UNTRACKED_CMD: [&str; 4] = ["git", "ls-files", "--others", "-z"];
 
 /// Splits NUL-separated git output.
-pub fn nul_list(output: &[u8]) -> BTreeSet<String> {
+pub(crate) fn nul_list(output: &[u8]) -> BTreeSet<String> {
     output
         .split(|b| *b == 0)
         .filter(|p| !p.is_empty())
@@ -127,7 +111,7 @@ pub fn nul_list(output: &[u8]) -> BTreeSet<String> {
 
 /// What the model patch contributed to test infrastructure, and so is undone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Undone {
+pub(crate) struct Undone {
     /// Tracked files the patch changed or deleted, restored from the base commit.
     pub restored: Vec<String>,
     /// Files the patch added, removed.
@@ -137,7 +121,7 @@ pub struct Undone {
 impl Undone {
     /// Computes the files to undo from the untracked files before and after the patch and the
     /// tracked files changed after it.
-    pub fn compute(
+    pub(crate) fn compute(
         untracked_before: &BTreeSet<String>,
         untracked_after: &BTreeSet<String>,
         changed: &BTreeSet<String>,
@@ -157,12 +141,12 @@ impl Undone {
     }
 
     /// Whether nothing is to be undone.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.restored.is_empty() && self.removed.is_empty()
     }
 
     /// The command that undoes it (run in `/testbed`, no shell).
-    pub fn commands(&self, base: &str) -> Vec<Vec<String>> {
+    pub(crate) fn commands(&self, base: &str) -> Vec<Vec<String>> {
         let mut cmds = Vec::new();
         if !self.restored.is_empty() {
             let mut c: Vec<String> = ["git", "checkout", base, "--"].map(str::to_owned).to_vec();
@@ -180,16 +164,17 @@ impl Undone {
 
 /// Git hooks off for the whole container: the eval script's `git checkout` would otherwise
 /// run a `post-checkout` hook a patch planted under `.git/hooks` (via `patch`).
-pub const NO_HOOKS_CMD: [&str; 5] = ["git", "config", "--global", "core.hooksPath", "/dev/null"];
+pub(crate) const NO_HOOKS_CMD: [&str; 5] =
+    ["git", "config", "--global", "core.hooksPath", "/dev/null"];
 
 /// Prints the container's idle process (the child of PID 1 present right after start).
-pub const IDLE_PID_SCRIPT: &str =
+pub(crate) const IDLE_PID_SCRIPT: &str =
     "cat /proc/1/task/1/children 2>/dev/null | tr ' ' '\\n' | head -n 1";
 
 /// The one exec before the patch is applied: git hooks off ([`NO_HOOKS_CMD`]), then the idle
 /// process's PID on a line of its own ([`IDLE_PID_SCRIPT`], the line empty if there is none),
 /// then the untracked files, NUL-separated ([`UNTRACKED_CMD`]). Read with [`parse_prepare`].
-pub fn prepare_script() -> String {
+pub(crate) fn prepare_script() -> String {
     format!(
         "{} >/dev/null 2>&1; printf '%s\\n' \"$({IDLE_PID_SCRIPT})\"; {} 2>/dev/null",
         NO_HOOKS_CMD.join(" "),
@@ -198,7 +183,7 @@ pub fn prepare_script() -> String {
 }
 
 /// The idle PID (0 if unknown) and the untracked files from [`prepare_script`]'s output.
-pub fn parse_prepare(output: &[u8]) -> (u32, BTreeSet<String>) {
+pub(crate) fn parse_prepare(output: &[u8]) -> (u32, BTreeSet<String>) {
     let line_end = output
         .iter()
         .position(|b| *b == b'\n')
@@ -214,12 +199,12 @@ pub fn parse_prepare(output: &[u8]) -> (u32, BTreeSet<String>) {
 /// then the tracked files changed since `BASE`, each list NUL-terminated per name and closed by
 /// one more NUL, then `git diff` (SWE-bench's "Git diff before"). Names are never empty, so the
 /// extra NULs cannot be forged by a file name. Read with [`parse_inspect`].
-pub const INSPECT_SCRIPT: &str = "git ls-files --others -z 2>/dev/null; printf '\\0'; \
+pub(crate) const INSPECT_SCRIPT: &str = "git ls-files --others -z 2>/dev/null; printf '\\0'; \
      git -c core.fileMode=false diff --name-only -z \"$1\" 2>/dev/null; printf '\\0'; \
      git -c core.fileMode=false diff";
 
 /// What [`INSPECT_SCRIPT`] printed: untracked files, changed tracked files, the diff text.
-pub fn parse_inspect(output: &[u8]) -> (BTreeSet<String>, BTreeSet<String>, String) {
+pub(crate) fn parse_inspect(output: &[u8]) -> (BTreeSet<String>, BTreeSet<String>, String) {
     let mut rest = output;
     let mut lists: [BTreeSet<String>; 2] = Default::default();
     for list in &mut lists {
@@ -244,7 +229,7 @@ pub fn parse_inspect(output: &[u8]) -> (BTreeSet<String>, BTreeSet<String>, Stri
 /// Kills every process in the container except PID 1 (Docker's init), the idle process that
 /// keeps the container alive, and this script and its parent (the exec's `timeout`). Only
 /// shell built-ins run inside the loop, so the script forks nothing it would have to spare.
-pub fn kill_all_script(idle_pid: u32) -> String {
+pub(crate) fn kill_all_script(idle_pid: u32) -> String {
     format!(
         "keep=\" 1 {idle_pid} $$ $PPID \"; for p in /proc/[0-9]*; do pid=${{p#/proc/}}; \
          case \"$keep\" in *\" $pid \"*) continue;; esac; kill -9 \"$pid\" 2>/dev/null; done; true"
@@ -252,7 +237,7 @@ pub fn kill_all_script(idle_pid: u32) -> String {
 }
 
 /// A fresh random tag (32 hex digits) from the host's `/dev/urandom`.
-pub fn nonce() -> std::io::Result<String> {
+pub(crate) fn nonce() -> std::io::Result<String> {
     use std::io::Read as _;
     let mut bytes = [0u8; 16];
     fs_err::File::open("/dev/urandom")?.read_exact(&mut bytes)?;

@@ -38,7 +38,7 @@ pub enum Mode {
     /// SWE-bench 5 as it is: one exec of `eval.sh`, the log graded as upstream.
     Compat,
     /// Hardened, and a patch whose product code reaches into the test runner (the tamper
-    /// check, [`super::tamper`]) is not resolved.
+    /// check, `docs/hardening.md`) is not resolved.
     Strict,
 }
 
@@ -55,7 +55,7 @@ impl Mode {
 
 /// What every instance of a run shares.
 #[derive(Clone)]
-pub struct RunContext {
+pub(crate) struct RunContext {
     /// The engine.
     pub sandbox: Sandbox,
     /// The log parser.
@@ -72,7 +72,7 @@ pub struct RunContext {
 
 /// One instance to evaluate.
 #[derive(Debug, Clone)]
-pub struct Job {
+pub(crate) struct Job {
     /// The dataset row.
     pub row: Instance,
     /// The model patch; empty only for a single execution of the base
@@ -168,7 +168,7 @@ enum InstanceError {
 }
 
 /// Evaluates one instance; never fails (failures are outcomes).
-pub async fn run_instance(ctx: &RunContext, job: &Job) -> InstanceResult {
+pub(crate) async fn run_instance(ctx: &RunContext, job: &Job) -> InstanceResult {
     let started = Instant::now();
     let log = match prepare_dir(job) {
         Ok(log) => log,

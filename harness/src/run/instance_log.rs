@@ -2,20 +2,19 @@
 //! `%(asctime)s - %(levelname)s - %(message)s` format (UTC), also mirrored to `tracing`.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// An open `run_instance.log`.
 #[derive(Debug)]
-pub struct InstanceLog {
-    path: PathBuf,
+pub(super) struct InstanceLog {
     file: Mutex<fs_err::File>,
     instance_id: String,
 }
 
 /// `YYYY-MM-DD HH:MM:SS,mmm` (UTC) for a time since the Unix epoch.
-pub fn asctime(since_epoch: std::time::Duration) -> String {
+pub(super) fn asctime(since_epoch: std::time::Duration) -> String {
     let secs = since_epoch.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
@@ -30,7 +29,7 @@ pub fn asctime(since_epoch: std::time::Duration) -> String {
 
 /// `YYYY-MM-DDTHH:MM:SSZ`-less ISO form Python's `datetime.isoformat(timespec="seconds")`
 /// gives for a naive UTC time: `YYYY-MM-DDTHH:MM:SS`.
-pub fn iso_seconds(since_epoch: std::time::Duration) -> String {
+pub(super) fn iso_seconds(since_epoch: std::time::Duration) -> String {
     asctime(since_epoch)[..19].replacen(' ', "T", 1)
 }
 
@@ -49,7 +48,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 }
 
 /// Now, since the Unix epoch.
-pub fn now() -> std::time::Duration {
+pub(super) fn now() -> std::time::Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -57,27 +56,21 @@ pub fn now() -> std::time::Duration {
 
 impl InstanceLog {
     /// Creates (truncates) the log file.
-    pub fn create(path: &Path, instance_id: &str) -> std::io::Result<InstanceLog> {
+    pub(super) fn create(path: &Path, instance_id: &str) -> std::io::Result<InstanceLog> {
         Ok(InstanceLog {
-            path: path.to_owned(),
             file: Mutex::new(fs_err::File::create(path)?),
             instance_id: instance_id.to_owned(),
         })
     }
 
-    /// The file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends an `INFO` line.
-    pub fn info(&self, message: &str) {
+    pub(super) fn info(&self, message: &str) {
         tracing::debug!(instance = %self.instance_id, "{message}");
         self.write("INFO", message);
     }
 
     /// Appends an `ERROR` line.
-    pub fn error(&self, message: &str) {
+    pub(super) fn error(&self, message: &str) {
         tracing::debug!(instance = %self.instance_id, "error: {message}");
         self.write("ERROR", message);
     }

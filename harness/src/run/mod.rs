@@ -1,27 +1,31 @@
-//! `harness run`: SWE-bench's `run_evaluation` on swerve's sandbox (`docs/harness.md`).
+//! `harness run`: SWE-bench's `run_evaluation` on swerve's sandbox (`docs/harness.md`). A
+//! [`RunConfig`] runs here with [`run`], or on Slurm with [`submit`] (one job array whose tasks
+//! each [`run_task`]); [`rewrite_reports`] grades a finished run's logs again (`harness
+//! report`). Single executions for other crates are [`crate::execution`].
 //!
-//! The flow: resolve the dataset ([`source`]) and predictions, sweep containers left by an
-//! earlier run with this id, make the images ([`crate::images`]), take each row's own eval
-//! script or generate one ([`eval_script`]), reuse results whose content key matches
-//! ([`cache`]), evaluate the rest with at most `max_workers` containers at once ([`instance`]),
-//! and write the run report with [`swerve_swebench::report`]. Hardened mode (default) is described in
+//! The flow: resolve the dataset (`source.rs`) and predictions, sweep containers left by an
+//! earlier run with this id, make the images (`images.rs`), take each row's own eval script or
+//! generate one (`eval_script.rs`), reuse results whose content key matches (`cache.rs`),
+//! evaluate the rest with at most `max_workers` containers at once (`instance.rs`), and write
+//! the run report with [`swerve_swebench::report`]. Hardened mode (default) is described in
 //! `docs/hardening.md`.
 
-pub mod apply;
-pub mod assets;
-pub mod cache;
-pub mod cluster;
-pub mod environment;
-pub mod eval_script;
-pub mod evaluate;
-pub mod execute;
-pub mod hardening;
-pub mod instance;
-pub mod instance_log;
-pub mod remote;
-pub mod rewrite;
-pub mod source;
-pub mod tamper;
+mod apply;
+mod assets;
+pub(crate) mod cache;
+mod cluster;
+mod environment;
+pub(crate) mod error;
+pub(crate) mod eval_script;
+mod evaluate;
+pub(crate) mod execute;
+pub(crate) mod hardening;
+pub(crate) mod instance;
+mod instance_log;
+pub(crate) mod remote;
+mod rewrite;
+pub(crate) mod source;
+mod tamper;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,12 +37,17 @@ use swerve_log_parsers::{LogText, classify_infra_failure};
 use swerve_sandbox::{Limits, Sandbox, SandboxConfig};
 
 use crate::images::{self, ImageRecipe};
-use cache::{InstanceMeta, META_FILE, OutcomeKind, Resume};
+use cache::{InstanceMeta, META_FILE};
+pub use cache::{OutcomeKind, Resume};
+pub use cluster::{run_task, submit};
+pub(crate) use error::{RunError, error_chain};
 use eval_script::{ScriptParts, harden_test_cmd, script_from_spec, with_exit_code};
-pub use instance::{InstanceResult, Job, Mode, RunContext};
+pub use instance::InstanceResult;
+use instance::{Job, Mode, RunContext};
+pub use rewrite::rewrite_reports;
 use source::DatasetSource;
 use swerve_swebench::Instance;
-use swerve_swebench::predictions::{self, Prediction, PredictionsError};
+use swerve_swebench::predictions::{self, Prediction};
 use swerve_swebench::report::{
     DockerLeftovers, RunResults, SubmittedPrediction, build_run_report, render_run_report,
     run_report_path,
@@ -69,73 +78,6 @@ pub struct RunConfig {
     pub resume: Resume,
     /// Container limits.
     pub limits: Limits,
-}
-
-/// Why a run could not go on.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// An invalid run id.
-    #[error("invalid run id `{0}`: use letters, digits, `.`, `_` and `-`")]
-    RunId(String),
-    /// The predictions do not fit the dataset.
-    #[error(transparent)]
-    Predictions(#[from] PredictionsError),
-    /// Docker could not be reached or swept (the sandbox's error names the operation).
-    #[error(transparent)]
-    Sandbox(#[from] swerve_sandbox::Error),
-    /// The base image could not be made.
-    #[error(transparent)]
-    Images(#[from] images::ImagesError),
-    /// The async runtime that drives the containers could not be started.
-    #[error("cannot start the async runtime for executions")]
-    Runtime(#[source] std::io::Error),
-    /// Slurm could not place the run (`--executor slurm`).
-    #[error(transparent)]
-    Slurm(#[from] swerve_slurm::SlurmError),
-    /// The submitting process was interrupted; the job array was cancelled.
-    #[error(
-        "cancelled Slurm job {job}; {finished} of its {total} instances had finished; rerun the same command to complete the rest"
-    )]
-    Cancelled {
-        /// The array's job id.
-        job: String,
-        /// Instances finished before the cancellation.
-        finished: usize,
-        /// Instances the array had.
-        total: usize,
-        /// The signal.
-        #[source]
-        source: swerve_interrupt::Interrupted,
-    },
-    /// An array task was told to stop (SIGTERM from `scancel` or a time limit, or SIGINT).
-    #[error("this task's containers were removed")]
-    Terminated(#[source] swerve_interrupt::Interrupted),
-    /// The dataset could not be read.
-    #[error(transparent)]
-    Source(#[from] source::SourceError),
-    /// A hidden `execute-task` subcommand was started outside a Slurm array task.
-    #[error("execute-task runs only as a task of a swerve job array (Slurm starts it)")]
-    NotAnArrayTask,
-    /// A line of an array task's input is not a request the submitter writes.
-    #[error("{}:{line}: not an execution request", path.display())]
-    TaskInput {
-        /// The task's input file.
-        path: PathBuf,
-        /// The line number, from 1.
-        line: usize,
-        /// The cause.
-        #[source]
-        source: serde_json::Error,
-    },
-    /// A file could not be written.
-    #[error("cannot write {}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Progress reports (the binary draws a bar).
@@ -174,7 +116,7 @@ impl RunSummary {
 }
 
 /// Whether a run id is usable in container names and paths.
-pub fn valid_run_id(id: &str) -> bool {
+pub(crate) fn valid_run_id(id: &str) -> bool {
     !id.is_empty()
         && id
             .chars()
@@ -182,7 +124,7 @@ pub fn valid_run_id(id: &str) -> bool {
 }
 
 /// `logs/run_evaluation/<run_id>/`.
-pub fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
+pub(crate) fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
     log_root.join("run_evaluation").join(run_id)
 }
 
@@ -192,7 +134,7 @@ pub fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
 /// row without one gets the script generated from its environment spec (hardened: with
 /// `-p no:cacheprovider`; a verbatim script gets it through `PYTEST_ADDOPTS` when it runs, see
 /// [`ScriptParts::tests_script`]). `None` when the row has neither.
-pub fn eval_script_for(
+pub(crate) fn eval_script_for(
     source: &DatasetSource,
     row: &swerve_swebench::dataset::Instance,
     mode: Mode,
@@ -583,18 +525,6 @@ fn reuse_or_queue(
     (instances, jobs)
 }
 
-/// An error and its causes on one line, `: `-separated (what the run logs and reports say).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
-}
-
 /// Containers still labelled with the run id, and dataset images present locally.
 async fn leftovers(
     sandbox: &Sandbox,
@@ -624,7 +554,7 @@ async fn leftovers(
 }
 
 /// The run report from the files under the model's log folder.
-pub fn make_report(
+pub(crate) fn make_report(
     config: &RunConfig,
     model_dir: &Path,
     docker: Option<DockerLeftovers>,

@@ -26,6 +26,7 @@ use swerve_slurm::{ArrayEvent, ArrayTask, SlurmError};
 
 use super::RunError;
 use super::execute::{ExecuteConfig, ExecutionCache, ExecutionOutcome, PatchExecutor};
+use super::source::DatasetSource;
 
 /// Where and how batches run.
 #[derive(Debug, Clone)]
@@ -182,15 +183,15 @@ impl SlurmExecutions {
 
 /// Runs this process as an array task of a batch (a binary's hidden `execute-task`
 /// subcommand): the executor for `dataset` with `config` (its `run_id` is set here), containers
-/// swept if Slurm stops the task, then [`serve_task`]. An error when the process is not a swerve
-/// array task.
+/// swept if Slurm stops the task, then the task's pairs executed, one progress line per result
+/// in input order. An error when the process is not a swerve array task.
 pub fn serve_from_env(
     dataset: &str,
     config: ExecuteConfig,
     evaluator: swerve_host::EvaluatorPlugin,
 ) -> Result<(), RunError> {
     let task = ArrayTask::from_env()?.ok_or(RunError::NotAnArrayTask)?;
-    let source = super::source::resolve(dataset, "test", None)?;
+    let source = DatasetSource::resolve(dataset, "test", None)?;
     let config = ExecuteConfig {
         run_id: format!("execute-{}", std::process::id()),
         ..config
@@ -206,7 +207,7 @@ pub fn serve_from_env(
 
 /// An array task of a batch: executes its pairs with `executor` (at most its `workers` containers
 /// at once), one progress line per result in input order, then marks the task finished.
-pub fn serve_task(task: &ArrayTask, executor: &PatchExecutor) -> Result<(), RunError> {
+pub(crate) fn serve_task(task: &ArrayTask, executor: &PatchExecutor) -> Result<(), RunError> {
     let input = task.input()?;
     let mut pending = Vec::new();
     for (number, line) in input.lines().enumerate() {

@@ -58,75 +58,75 @@ pub enum SourceError {
     },
 }
 
-/// Resolves `--dataset` with `--split`.
-pub fn resolve(
-    name: &str,
-    split: &str,
-    repos_override: Option<&Path>,
-) -> Result<DatasetSource, SourceError> {
-    let files = names::rows_files(name, split)?;
-    let rows = files.read()?;
-    let path = files.first().to_owned();
-    for row in &rows {
-        row.check_evaluable()?;
-    }
-    let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
-    let env_file = dir.join("environments.json");
-    let environments = if env_file.is_file() {
-        Environments::read(&env_file)?
-    } else {
-        Environments::default()
-    };
-    let all_ids = rows.iter().map(|r| r.instance_id.clone()).collect();
-    Ok(DatasetSource {
-        all_ids,
-        name: name.to_owned(),
-        rows_file: path,
-        rows,
-        environments,
-        repos_dir: repos_override.map_or_else(|| dir.join("repos"), Path::to_owned),
-        task_dirs: BTreeMap::new(),
-        task_repo: None,
-    })
-}
-
-/// Resolves `--task-repo DIR` (SWE-bench 5's layout, `swerve_swebench::task_repo`): the tasks
-/// named by `ids` from any split, else every task of `split`, as SWE-bench's `load_instances`
-/// picks them; each row's image is built from its task folder's `Dockerfile`.
-pub fn resolve_task_repo(
-    dir: &Path,
-    split: &str,
-    ids: &[String],
-) -> Result<DatasetSource, SourceError> {
-    let tasks = task_repo::read_tasks(dir, ids, split)?;
-    let mut rows = Vec::with_capacity(tasks.len());
-    let mut task_dirs = BTreeMap::new();
-    for task in &tasks {
-        let row = Instance::from_json(&serde_json::Value::Object(task.row.clone()).to_string())
-            .map_err(|e| TaskRepoError::Row {
-                instance_id: task.instance_id().to_owned(),
-                problem: format!("not a SWE-bench 5 row: {e}"),
-            })?;
-        row.check_evaluable()?;
-        task_dirs.insert(row.instance_id.clone(), task.dir.clone());
-        rows.push(row);
-    }
-    Ok(DatasetSource {
-        name: dir.display().to_string(),
-        rows_file: dir.to_owned(),
-        all_ids: rows.iter().map(|r| r.instance_id.clone()).collect(),
-        rows,
-        environments: Environments::default(),
-        repos_dir: dir.join("repos"),
-        task_dirs,
-        task_repo: Some(dir.to_owned()),
-    })
-}
-
 impl DatasetSource {
+    /// Resolves `--dataset` with `--split`.
+    pub fn resolve(
+        name: &str,
+        split: &str,
+        repos_override: Option<&Path>,
+    ) -> Result<Self, SourceError> {
+        let files = names::rows_files(name, split)?;
+        let rows = files.read()?;
+        let path = files.first().to_owned();
+        for row in &rows {
+            row.check_evaluable()?;
+        }
+        let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
+        let env_file = dir.join("environments.json");
+        let environments = if env_file.is_file() {
+            Environments::read(&env_file)?
+        } else {
+            Environments::default()
+        };
+        let all_ids = rows.iter().map(|r| r.instance_id.clone()).collect();
+        Ok(Self {
+            all_ids,
+            name: name.to_owned(),
+            rows_file: path,
+            rows,
+            environments,
+            repos_dir: repos_override.map_or_else(|| dir.join("repos"), Path::to_owned),
+            task_dirs: BTreeMap::new(),
+            task_repo: None,
+        })
+    }
+
+    /// Resolves `--task-repo DIR` (SWE-bench 5's layout, `swerve_swebench::task_repo`): the tasks
+    /// named by `ids` from any split, else every task of `split`, as SWE-bench's `load_instances`
+    /// picks them; each row's image is built from its task folder's `Dockerfile`.
+    pub fn resolve_task_repo(dir: &Path, split: &str, ids: &[String]) -> Result<Self, SourceError> {
+        let tasks = task_repo::read_tasks(dir, ids, split)?;
+        let mut rows = Vec::with_capacity(tasks.len());
+        let mut task_dirs = BTreeMap::new();
+        for task in &tasks {
+            let row = Instance::from_json(&serde_json::Value::Object(task.row.clone()).to_string())
+                .map_err(|e| TaskRepoError::Row {
+                    instance_id: task.instance_id().to_owned(),
+                    problem: format!("not a SWE-bench 5 row: {e}"),
+                })?;
+            row.check_evaluable()?;
+            task_dirs.insert(row.instance_id.clone(), task.dir.clone());
+            rows.push(row);
+        }
+        Ok(Self {
+            name: dir.display().to_string(),
+            rows_file: dir.to_owned(),
+            all_ids: rows.iter().map(|r| r.instance_id.clone()).collect(),
+            rows,
+            environments: Environments::default(),
+            repos_dir: dir.join("repos"),
+            task_dirs,
+            task_repo: Some(dir.to_owned()),
+        })
+    }
+
     /// How `row`'s image is obtained: its task folder's `Dockerfile` for a task repository's
     /// rows, else [`images::recipe`] (built from its environment spec, or the row's `image`).
-    pub fn recipe(&self, row: &Instance, bases: &BaseImages) -> Result<ImageRecipe, ImagesError> {
+    pub(crate) fn recipe(
+        &self,
+        row: &Instance,
+        bases: &BaseImages,
+    ) -> Result<ImageRecipe, ImagesError> {
         match self.task_dirs.get(&row.instance_id) {
             Some(folder) => Ok(ImageRecipe::Dockerfile {
                 image: row
@@ -141,7 +141,7 @@ impl DatasetSource {
 
     /// The evaluator's parser name for `row`: its own `log_parser` (v5 rows), else its
     /// environment spec's, else empty (the bundled evaluator then picks by repo).
-    pub fn log_parser_for(&self, row: &Instance) -> String {
+    pub(crate) fn log_parser_for(&self, row: &Instance) -> String {
         row.log_parser
             .clone()
             .or_else(|| {
@@ -176,7 +176,7 @@ mod tests {
 
     #[test]
     fn bundled_and_errors() {
-        let mut ds = resolve("swerve-mini", "test", None).expect("bundled");
+        let mut ds = DatasetSource::resolve("swerve-mini", "test", None).expect("bundled");
         assert_eq!(ds.rows.len(), 13);
         assert!(ds.repos_dir.ends_with("repos"));
         let err = ds.filter(&["nope".to_owned()]).unwrap_err().to_string();
@@ -187,10 +187,10 @@ mod tests {
         ds.filter(&["swerve__spans-2".to_owned()]).expect("known");
         assert_eq!(ds.rows.len(), 1);
         assert!(matches!(
-            resolve("swerve-tests/no-such-dataset", "test", None),
+            DatasetSource::resolve("swerve-tests/no-such-dataset", "test", None),
             Err(SourceError::Name(NameError::NotCached { .. }))
         ));
-        let dir = resolve(
+        let dir = DatasetSource::resolve(
             &names::swerve_mini_dir().unwrap().display().to_string(),
             "test",
             None,

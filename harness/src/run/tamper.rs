@@ -73,7 +73,7 @@ const PATTERNS: [(&str, &[&str]); 6] = [
 
 /// One signal: the file, what it reaches, the first added line that does.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct TamperSignal {
+pub(super) struct TamperSignal {
     /// The file the patch changes.
     pub path: String,
     /// What the line reaches (`pytest internals`, `tracing`, …).
@@ -135,7 +135,7 @@ fn count(lines: &[&str], needle: &str) -> usize {
 /// The signals of `patch` to repository `repo` (pytest's own repository may reach into pytest).
 /// `base` gives a file's text at the base commit when known (`None`: unknown, so only the
 /// removed lines count as what the code already did).
-pub fn signals(
+pub(super) fn signals(
     patch: &str,
     repo: &str,
     mut base: impl FnMut(&str) -> Option<String>,
@@ -182,6 +182,10 @@ pub fn signals(
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use serde_json::Value;
+
     use super::signals;
 
     const FORGE: &str = "diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,6 @@\n import os\n+import _pytest.reports as r\n+r.TestReport.outcome = property(lambda s: 'passed')\n+# os._exit(0) in a comment does not count\n+atexit.register(lambda: os._exit(0))\n def f():\n";
@@ -212,5 +216,75 @@ mod tests {
         assert!(signals(moved, "a/b", |_| None).is_empty());
         let test = FORGE.replace("pkg/core.py", "tests/conftest.py");
         assert!(signals(&test, "a/b", |_| None).is_empty());
+    }
+
+    fn rows(path: &Path) -> Vec<Value> {
+        fs_err::read_to_string(path)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `(instance, signals)` for every row with a gold patch, base text unknown (so the check is at
+    /// its strictest: only the patch's removed lines count as what the code already did).
+    fn flagged(rows: &[Value]) -> (usize, Vec<(String, Vec<String>)>) {
+        let mut seen = 0;
+        let mut out = Vec::new();
+        for row in rows {
+            let Some(patch) = row["patch"].as_str() else {
+                continue;
+            };
+            seen += 1;
+            let found = signals(patch, row["repo"].as_str().unwrap_or_default(), |_| None);
+            if !found.is_empty() {
+                out.push((
+                    row["instance_id"].as_str().unwrap().to_owned(),
+                    found.iter().map(ToString::to_string).collect(),
+                ));
+            }
+        }
+        (seen, out)
+    }
+
+    #[test]
+    fn gold_patches_are_not_flagged() {
+        let mini =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/swerve-mini/swerve-mini.jsonl");
+        let (seen, found) = flagged(&rows(&mini));
+        assert_eq!(seen, 13);
+        assert!(found.is_empty(), "{found:?}");
+
+        let Some(real) = swerve_tests::shared_data(
+            "swebench-logs-regression/real/instances.jsonl",
+            "the tamper check on SWE-bench gold patches",
+        ) else {
+            return;
+        };
+        let mut all = rows(&real);
+        if let Some(logs) =
+            swerve_tests::shared_data("swebench-logs", "more SWE-bench gold patches")
+        {
+            for entry in fs_err::read_dir(logs).unwrap() {
+                let instance = entry.unwrap().path().join("instance.json");
+                if instance.exists() {
+                    all.push(
+                        serde_json::from_str(&fs_err::read_to_string(instance).unwrap()).unwrap(),
+                    );
+                }
+            }
+        }
+        let (seen, found) = flagged(&all);
+        eprintln!(
+            "tamper check: {} of {seen} SWE-bench gold patches flagged",
+            found.len()
+        );
+        for (id, signals) in &found {
+            eprintln!("  {id}: {signals:?}");
+        }
+        assert!(seen >= 16, "{seen} gold patches");
+        let ids: Vec<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, Vec::<&str>::new());
     }
 }

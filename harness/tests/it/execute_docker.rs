@@ -1,4 +1,4 @@
-//! The single-execution API (`swerve_harness::run::execute`) against the real Docker engine on
+//! The single-execution API (`swerve_harness::execution`) against the real Docker engine on
 //! a swerve-mini row: the gold patch resolves it, a partial fix does not, an identical patch
 //! runs once, an empty patch runs nothing; and the `tests-fixed` reward plugin scores the
 //! results (1 for the gold patch, the fixed fraction for the partial one).
@@ -8,8 +8,7 @@
 
 use std::path::Path;
 
-use swerve_harness::run::execute::{ExecuteConfig, ExecutionOutcome, PatchExecutor};
-use swerve_harness::run::source;
+use swerve_harness::execution::{DatasetSource, ExecuteConfig, ExecutionOutcome, PatchExecutor};
 use swerve_host::{BudgetOverrides, Execution, Host, HostConfig, Isolation, Sample};
 
 const ID: &str = "swerve__inicfg-7";
@@ -50,7 +49,7 @@ fn reward(execution: &Execution, host: &Host) -> Option<f64> {
 
 #[test]
 fn gold_and_partial_patches_are_executed_and_rewarded() {
-    let source = source::resolve("swerve-mini", "test", None).expect("bundled dataset");
+    let source = DatasetSource::resolve("swerve-mini", "test", None).expect("bundled dataset");
     let row = source
         .rows
         .iter()

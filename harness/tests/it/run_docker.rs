@@ -159,9 +159,7 @@ fn gold_resolves_everything() {
         .expect("row");
     assert_eq!(
         eval,
-        swerve_harness::run::eval_script::with_exit_code(
-            row["eval_script"].as_str().expect("script")
-        )
+        swerve_harness::execution::with_exit_code(row["eval_script"].as_str().expect("script"))
     );
     let report_json = std::fs::read_to_string(dir.join("report.json")).expect("report");
     assert!(

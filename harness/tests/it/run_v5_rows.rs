@@ -10,7 +10,7 @@ use std::process::Command;
 
 use crate::support::harness;
 use serde_json::{Map, Value};
-use swerve_harness::run::eval_script::with_exit_code;
+use swerve_harness::execution::with_exit_code;
 
 fn mini() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/swerve-mini")

@@ -347,15 +347,17 @@ fn options_sbatch_refuses_fail_before_any_work() {
 #[test]
 fn executions_on_the_cluster_match_local_ones() {
     use swerve_cli::ExecuteTaskArgs;
-    use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
-    use swerve_harness::run::remote::{RemoteConfig, SlurmExecutions};
+    use swerve_harness::execution::{
+        DatasetSource, ExecuteConfig, ExecutionOutcome, PatchExecutor, RemoteConfig,
+        SlurmExecutions,
+    };
 
     let _serial = serial();
     if !slurm_up() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let source = swerve_harness::run::source::resolve("swerve-mini", "test", None).unwrap();
+    let source = DatasetSource::resolve("swerve-mini", "test", None).unwrap();
     let row = |id: &str| source.rows.iter().find(|r| r.instance_id == id).unwrap();
     let gold = |id: &str| row(id).patch.clone().unwrap();
     // Gold patches, the same pair twice, a patch that does not apply, an empty patch.
@@ -409,10 +411,7 @@ fn executions_on_the_cluster_match_local_ones() {
     let here: Vec<_> = pairs.iter().map(|(id, p)| local.execute(id, p)).collect();
     assert_eq!(on_cluster, here);
     assert!(on_cluster[0].resolved() && on_cluster[1].resolved());
-    assert_eq!(
-        on_cluster[3],
-        swerve_harness::run::execute::ExecutionOutcome::NotApplied
-    );
+    assert_eq!(on_cluster[3], ExecutionOutcome::NotApplied);
 
     // The second batch is served from the cache: no array is submitted.
     let again = remote.execute(&pairs[..2]).unwrap();

@@ -4,11 +4,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// The `harness` binary of this build.
-pub const BIN: &str = env!("CARGO_BIN_EXE_harness");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_harness");
 
 /// Runs `harness args...` in `dir` and returns its output; a failure fails the test with both
 /// output streams.
-pub fn harness(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn harness(dir: &Path, args: &[&str]) -> Output {
     let out = Command::new(BIN)
         .current_dir(dir)
         .args(args)

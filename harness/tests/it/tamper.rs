@@ -1,80 +1,11 @@
-//! The tamper check: its false positives on every gold patch at hand (swerve-mini's, and the
-//! SWE-bench fixtures' when the shared data lies beside the checkout), and `--mode strict`
-//! against a patch that forges results from inside the pytest process (the attack hardened mode
-//! does not stop), on the real Docker engine.
+//! The tamper check's `--mode strict` against a patch that forges results from inside the pytest
+//! process (the attack hardened mode does not stop), on the real Docker engine. Its false
+//! positives on gold patches are a unit test of the check.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
-use swerve_harness::run::tamper::signals;
-
-fn rows(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// `(instance, signals)` for every row with a gold patch, base text unknown (so the check is at
-/// its strictest: only the patch's removed lines count as what the code already did).
-fn flagged(rows: &[Value]) -> (usize, Vec<(String, Vec<String>)>) {
-    let mut seen = 0;
-    let mut out = Vec::new();
-    for row in rows {
-        let Some(patch) = row["patch"].as_str() else {
-            continue;
-        };
-        seen += 1;
-        let found = signals(patch, row["repo"].as_str().unwrap_or_default(), |_| None);
-        if !found.is_empty() {
-            out.push((
-                row["instance_id"].as_str().unwrap().to_owned(),
-                found.iter().map(ToString::to_string).collect(),
-            ));
-        }
-    }
-    (seen, out)
-}
-
-#[test]
-fn gold_patches_are_not_flagged() {
-    let mini = Path::new(env!("CARGO_MANIFEST_DIR")).join("datasets/swerve-mini/swerve-mini.jsonl");
-    let (seen, found) = flagged(&rows(&mini));
-    assert_eq!(seen, 13);
-    assert!(found.is_empty(), "{found:?}");
-
-    let Some(real) = swerve_tests::shared_data(
-        "swebench-logs-regression/real/instances.jsonl",
-        "the tamper check on SWE-bench gold patches",
-    ) else {
-        return;
-    };
-    let mut all = rows(&real);
-    if let Some(logs) = swerve_tests::shared_data("swebench-logs", "more SWE-bench gold patches") {
-        for entry in std::fs::read_dir(logs).unwrap() {
-            let instance = entry.unwrap().path().join("instance.json");
-            if instance.exists() {
-                all.push(
-                    serde_json::from_str(&std::fs::read_to_string(instance).unwrap()).unwrap(),
-                );
-            }
-        }
-    }
-    let (seen, found) = flagged(&all);
-    eprintln!(
-        "tamper check: {} of {seen} SWE-bench gold patches flagged",
-        found.len()
-    );
-    for (id, signals) in &found {
-        eprintln!("  {id}: {signals:?}");
-    }
-    assert!(seen >= 16, "{seen} gold patches");
-    let ids: Vec<&str> = found.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(ids, Vec::<&str>::new());
-}
 
 /// A patch to swerve-mini's `inicfg` that fixes nothing and forces every pytest report to
 /// `passed` from the product package, which the tests import.

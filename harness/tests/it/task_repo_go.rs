@@ -17,8 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::support::harness;
 use serde_json::{Map, Value, json};
-use swerve_harness::images;
-use swerve_sandbox::{Sandbox, SandboxConfig};
+use swerve_sandbox::{BaseRecipe, Sandbox, SandboxConfig};
 use swerve_swebench::task_repo;
 
 const ID: &str = "demo__calc-1";
@@ -52,17 +51,18 @@ const MAIN_FORGER: &str = "diff --git a/zz_main_test.go b/zz_main_test.go\nnew f
 /// script after the test patch.
 const GOLDEN: &[u8] = &[0x89, b'P', b'N', b'G', 0, 0xff, 5];
 
-/// The base image every Docker test shares (built once from Debian with debootstrap).
+/// The base image every Docker test shares: Debian 12's, the harness's base for a spec that names
+/// no Python (built once with debootstrap).
 fn base_image() -> String {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let sandbox = Sandbox::connect(SandboxConfig::default())
             .await
             .expect("Docker engine");
-        images::ensure_base(&sandbox, images::base_suite(None))
+        sandbox
+            .ensure_base_image(&BaseRecipe::default())
             .await
             .expect("base image")
-            .info
             .name
     })
 }

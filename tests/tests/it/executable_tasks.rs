@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use swerve_curate::validate::ValidateConfig;
 use swerve_curate::{Config, Inputs, Output};
-use swerve_harness::run::cache::Resume;
-use swerve_harness::run::{self, InstanceResult, Mode, RunConfig, RunProgress};
+use swerve_harness::execution::{DatasetSource, Mode};
+use swerve_harness::run::{self, InstanceResult, Resume, RunConfig, RunProgress};
 use swerve_swebench::predictions::Prediction;
 use swerve_trainer::commands::{ExecuteSpec, GrpoCommand, ModelSource, OutputSpec, run_grpo};
 use swerve_trainer::data::PromptStyle;
@@ -43,7 +43,7 @@ fn evaluator() -> swerve_host::EvaluatorPlugin {
 /// `harness run --dataset ROWS --predictions … --run-id RUN_ID` in `dir`, as the binary runs it;
 /// returns each instance's `report.json` folder.
 fn harness_run(rows: &Path, dir: &Path, run_id: &str, patch: impl Fn(&str) -> String) -> PathBuf {
-    let source = run::source::resolve(rows.to_str().unwrap(), "test", None).unwrap();
+    let source = DatasetSource::resolve(rows.to_str().unwrap(), "test", None).unwrap();
     let predictions: Vec<Prediction> = source
         .rows
         .iter()

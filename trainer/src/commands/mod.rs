@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[cfg(feature = "execute")]
-use swerve_harness::run::execute::{ExecuteConfig, PatchExecutor};
+use swerve_harness::execution::{DatasetSource, ExecuteConfig, PatchExecutor};
 use swerve_host::{HostConfig, PluginSpec};
 
 use crate::checkpoint::{self, RunState};
@@ -149,9 +149,8 @@ pub fn start_executor(spec: &ExecuteSpec) -> Result<Box<dyn Executor>> {
         dataset: spec.dataset.clone(),
         source: Box::new(source),
     };
-    let source =
-        swerve_harness::run::source::resolve(&spec.dataset.to_string_lossy(), "test", None)
-            .map_err(|e| fail(e.into()))?;
+    let source = DatasetSource::resolve(&spec.dataset.to_string_lossy(), "test", None)
+        .map_err(|e| fail(e.into()))?;
     if let Some(slurm) = &spec.slurm {
         return crate::train::rewards::SlurmExecutor::start(spec, slurm, &source).map_err(fail);
     }

@@ -5,9 +5,9 @@
 //! the harness's sandbox executor ([`PatchExecutor`]) or by closures ([`FnExecutor`]).
 
 #[cfg(feature = "execute")]
-use swerve_harness::run::execute::PatchExecutor;
+use swerve_harness::execution::PatchExecutor;
 #[cfg(feature = "execute")]
-use swerve_harness::run::remote::{RemoteConfig, SlurmExecutions};
+use swerve_harness::execution::{RemoteConfig, SlurmExecutions};
 use swerve_host::{Execution, Host, HostConfig, Sample, Scorer, ScorerConfig, WeightedPlugin};
 
 use crate::error::{Error, Result};
@@ -124,11 +124,11 @@ pub enum ExecuteError {
     /// The harness dataset could not be read.
     #[cfg(feature = "execute")]
     #[error(transparent)]
-    Dataset(#[from] swerve_harness::run::source::SourceError),
+    Dataset(#[from] swerve_harness::execution::SourceError),
     /// Docker, the images or Slurm could not be used.
     #[cfg(feature = "execute")]
     #[error(transparent)]
-    Harness(#[from] swerve_harness::run::RunError),
+    Harness(#[from] swerve_harness::execution::RunError),
     /// The dataset has no rows to execute against.
     #[error("the dataset has no rows")]
     NoRows,
@@ -206,7 +206,7 @@ pub struct SlurmExecutor {
 #[derive(Default)]
 struct Batch {
     pairs: Vec<(String, String)>,
-    results: Option<Vec<swerve_harness::run::execute::ExecutionOutcome>>,
+    results: Option<Vec<swerve_harness::execution::ExecutionOutcome>>,
 }
 
 #[cfg(feature = "execute")]
@@ -216,7 +216,7 @@ impl SlurmExecutor {
     pub fn start(
         spec: &crate::commands::ExecuteSpec,
         slurm: &crate::commands::SlurmSpec,
-        source: &swerve_harness::run::source::DatasetSource,
+        source: &swerve_harness::execution::DatasetSource,
     ) -> std::result::Result<Box<dyn Executor>, ExecuteError> {
         if source.rows.is_empty() {
             return Err(ExecuteError::NoRows);
@@ -227,7 +227,7 @@ impl SlurmExecutor {
         };
         let work_dir = std::path::absolute(&spec.work_dir).map_err(folder(&spec.work_dir))?;
         let remote = SlurmExecutions::new(RemoteConfig {
-            placement: swerve_harness::run::remote::Placement {
+            placement: swerve_harness::execution::Placement {
                 sbatch_args: slurm.sbatch_args.clone(),
                 tasks: slurm.tasks,
                 command: slurm.command.clone(),
