@@ -374,12 +374,21 @@ impl Sandbox {
     }
 
     /// Removes the containers `ids`; returns them.
+    /// Removes every container of `ids`: one that cannot be removed does not stop the others
+    /// from being tried; the first such error is returned once all were.
     async fn remove_all(&self, ids: Vec<String>) -> Result<Vec<String>> {
         let limit = self.client.config.timeouts.api;
+        let mut first_error = None;
         for id in &ids {
-            remove_container(&self.client.docker, id, limit).await?;
+            if let Err(e) = remove_container(&self.client.docker, id, limit).await {
+                tracing::warn!(container = %id, error = %e, "cannot remove a leftover container");
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(ids)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(ids),
+        }
     }
 
     /// The ids of every container labelled `swerve.managed=true` (and, with `run_id`, also

@@ -77,7 +77,8 @@ pub(super) fn is_retried(end: &TaskEnd) -> bool {
 /// other line that is not an end, or a file that cannot be read, is an error naming the file
 /// and line. No file: nothing ended yet.
 pub(super) fn read_state(path: &Path) -> Result<HashMap<String, TaskEnd>, CurateError> {
-    let text = match fs_err::read_to_string(path) {
+    // Bytes, not text: a kill may cut the last line inside a multi-byte character.
+    let text = match fs_err::read(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
         Err(source) => {
@@ -87,14 +88,18 @@ pub(super) fn read_state(path: &Path) -> Result<HashMap<String, TaskEnd>, Curate
             });
         }
     };
-    let torn = !text.is_empty() && !text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
+    let torn = !text.is_empty() && !text.ends_with(b"\n");
+    let mut lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    if !torn {
+        // What follows the last newline: nothing.
+        lines.pop();
+    }
     let mut ends = HashMap::new();
     for (index, line) in lines.iter().enumerate() {
         if line.is_empty() {
             continue;
         }
-        match serde_json::from_str::<TaskEnd>(line) {
+        match serde_json::from_slice::<TaskEnd>(line) {
             Ok(end) => {
                 ends.insert(end.key.clone(), end);
             }
@@ -209,6 +214,15 @@ mod tests {
             error.to_string(),
             format!("invalid row at {}:1", path.display())
         );
+        // A torn line cut inside a multi-byte character is still only a torn line.
+        let snowman = end("☃").into_bytes();
+        let cut = snowman.iter().position(|&b| b >= 0x80).expect("non-ASCII") + 1;
+        fs_err::write(
+            &path,
+            [format!("{}\n", end("a")).as_bytes(), &snowman[..cut]].concat(),
+        )
+        .unwrap();
+        assert_eq!(read_state(&path).unwrap().len(), 1);
         // So is a whole last line that is not an end.
         fs_err::write(&path, format!("{}\n{{\"key\": 1}}\n", end("a"))).unwrap();
         assert!(matches!(

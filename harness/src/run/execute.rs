@@ -395,12 +395,17 @@ impl PatchExecutor {
 
     /// Removes the containers whose run id starts with `prefix` and `-` (what an earlier,
     /// killed process of the same caller left: its executors' run ids share the prefix);
-    /// returns how many.
+    /// returns how many (a sweep that failed is logged, and counts none: the leftovers it could
+    /// not remove do not stop this run).
     pub fn sweep_prefix(&self, prefix: &str) -> usize {
         let sandbox = &self.shared.sandbox;
-        self.runtime
-            .block_on(sandbox.sweep_run_prefix(prefix))
-            .map_or(0, |removed| removed.len())
+        match self.runtime.block_on(sandbox.sweep_run_prefix(prefix)) {
+            Ok(removed) => removed.len(),
+            Err(e) => {
+                tracing::warn!(%prefix, error = %e, "cannot sweep an earlier run's containers");
+                0
+            }
+        }
     }
 
     /// Sandbox evaluations actually started so far (cache hits and empty patches excluded).

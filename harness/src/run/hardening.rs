@@ -3,6 +3,7 @@
 //! them, the process sweep between the execs of a split eval script, and host-side nonces.
 
 use std::collections::BTreeSet;
+use std::num::NonZeroU32;
 
 /// Files pytest (or Python) reads as configuration or hooks when the tests start: every name
 /// in pytest's own configuration lookup (`pytest.ini`, `.pytest.ini`, `pytest.toml` and
@@ -167,23 +168,42 @@ impl Undone {
 pub(crate) const NO_HOOKS_CMD: [&str; 5] =
     ["git", "config", "--global", "core.hooksPath", "/dev/null"];
 
-/// Prints the container's idle process (the child of PID 1 present right after start).
-pub(crate) const IDLE_PID_SCRIPT: &str =
-    "cat /proc/1/task/1/children 2>/dev/null | tr ' ' '\\n' | head -n 1";
+/// Where the container's init lists its children: the idle process is its only child.
+const INIT_CHILDREN: &str = "/proc/1/task/1/children";
+
+/// How many tenths of a second [`idle_pid_script`] waits for the idle process: the engine
+/// reports a container started once its init runs, which may be before the init has forked the
+/// idle process (seen under load: 7 ms to seconds).
+const IDLE_WAIT_TENTHS: u32 = 100;
+
+/// Prints the container's idle process: the first child of PID 1 in `children` (its
+/// `/proc/.../children` file), waiting up to `tenths` tenths of a second for one to appear;
+/// the line is empty when none does. While this runs no process of the patch exists and an
+/// exec's processes are children of the exec, so the init's child is the idle process.
+fn idle_pid_script(children: &str, tenths: u32) -> String {
+    format!(
+        "i=0; c=; while [ \"$i\" -lt {tenths} ]; do c=$(cat {children} 2>/dev/null); \
+         [ -n \"$c\" ] && break; i=$((i+1)); sleep 0.1; done; \
+         printf '%s' \"$c\" | tr ' ' '\\n' | head -n 1"
+    )
+}
 
 /// The one exec before the patch is applied: git hooks off ([`NO_HOOKS_CMD`]), then the idle
-/// process's PID on a line of its own ([`IDLE_PID_SCRIPT`], the line empty if there is none),
+/// process's PID on a line of its own ([`idle_pid_script`], the line empty if there is none),
 /// then the untracked files, NUL-separated ([`UNTRACKED_CMD`]). Read with [`parse_prepare`].
 pub(crate) fn prepare_script() -> String {
     format!(
-        "{} >/dev/null 2>&1; printf '%s\\n' \"$({IDLE_PID_SCRIPT})\"; {} 2>/dev/null",
+        "{} >/dev/null 2>&1; printf '%s\\n' \"$({})\"; {} 2>/dev/null",
         NO_HOOKS_CMD.join(" "),
+        idle_pid_script(INIT_CHILDREN, IDLE_WAIT_TENTHS),
         UNTRACKED_CMD.join(" ")
     )
 }
 
-/// The idle PID (0 if unknown) and the untracked files from [`prepare_script`]'s output.
-pub(crate) fn parse_prepare(output: &[u8]) -> (u32, BTreeSet<String>) {
+/// The idle PID (`None` when the container showed none: the container cannot be hardened, and
+/// a PID of 0 would make [`kill_all_script`] kill the idle process and stop the container) and
+/// the untracked files, from [`prepare_script`]'s output.
+pub(crate) fn parse_prepare(output: &[u8]) -> (Option<NonZeroU32>, BTreeSet<String>) {
     let line_end = output
         .iter()
         .position(|b| *b == b'\n')
@@ -191,7 +211,7 @@ pub(crate) fn parse_prepare(output: &[u8]) -> (u32, BTreeSet<String>) {
     let pid = String::from_utf8_lossy(&output[..line_end])
         .trim()
         .parse()
-        .unwrap_or(0);
+        .ok();
     (pid, nul_list(output.get(line_end + 1..).unwrap_or(&[])))
 }
 
@@ -229,7 +249,7 @@ pub(crate) fn parse_inspect(output: &[u8]) -> (BTreeSet<String>, BTreeSet<String
 /// Kills every process in the container except PID 1 (Docker's init), the idle process that
 /// keeps the container alive, and this script and its parent (the exec's `timeout`). Only
 /// shell built-ins run inside the loop, so the script forks nothing it would have to spare.
-pub(crate) fn kill_all_script(idle_pid: u32) -> String {
+pub(crate) fn kill_all_script(idle_pid: NonZeroU32) -> String {
     format!(
         "keep=\" 1 {idle_pid} $$ $PPID \"; for p in /proc/[0-9]*; do pid=${{p#/proc/}}; \
          case \"$keep\" in *\" $pid \"*) continue;; esac; kill -9 \"$pid\" 2>/dev/null; done; true"
@@ -251,10 +271,12 @@ mod tests {
     #[test]
     fn merged_exec_outputs_split_where_names_cannot_reach() {
         let (pid, untracked) = parse_prepare(b"42\nnew.txt\0dir/conftest.py\0");
-        assert_eq!(pid, 42);
+        assert_eq!(pid, NonZeroU32::new(42));
         assert_eq!(untracked.len(), 2);
         assert!(untracked.contains("dir/conftest.py"));
-        assert_eq!(parse_prepare(b"\n").0, 0);
+        // No idle process seen (or a PID of 0): none, never "0", which the kill would not spare.
+        assert_eq!(parse_prepare(b"\n").0, None);
+        assert_eq!(parse_prepare(b"0\n").0, None);
         assert!(parse_prepare(b"").1.is_empty());
 
         let out = b"a\0b c\0\0conftest.py\0\0diff --git a/x b/x\n\0odd\n";
@@ -333,7 +355,41 @@ mod tests {
         assert_eq!(undone.restored, ["tests/test_a.py"]);
         assert_eq!(undone.commands("b").len(), 2);
         assert_eq!(nul_list(b"a\0b c\0"), set(&["a", "b c"]));
-        assert!(kill_all_script(7).contains("keep=\" 1 7 $$ $PPID \""));
+        assert!(
+            kill_all_script(NonZeroU32::new(7).expect("non-zero"))
+                .contains("keep=\" 1 7 $$ $PPID \"")
+        );
         assert_eq!(nonce().unwrap().len(), 32);
+    }
+
+    /// The cause of a flake under load (a container stopped mid-run, an `infra_error`): the
+    /// engine had reported the container started before its init forked the idle process, the
+    /// script read no child, and the kill spared PID "0" instead. The script now waits for the
+    /// child to appear.
+    #[test]
+    fn the_idle_process_is_waited_for_until_the_init_has_forked_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let children = dir.path().join("children");
+        std::fs::write(&children, "").unwrap();
+        let script = idle_pid_script(&children.display().to_string(), 50);
+        let run = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::fs::write(&children, "4242 77 ").unwrap();
+        let out = run.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "4242");
+        // An init that never forks: an empty line after the wait, parsed as no idle process.
+        std::fs::write(&children, "").unwrap();
+        let out = std::process::Command::new("sh")
+            .args(["-c", &idle_pid_script(&children.display().to_string(), 2)])
+            .output()
+            .unwrap();
+        assert_eq!(
+            parse_prepare(&[out.stdout, b"\n".to_vec()].concat()).0,
+            None
+        );
     }
 }

@@ -156,6 +156,10 @@ enum InstanceError {
     /// The container or the engine.
     #[error(transparent)]
     Sandbox(#[from] swerve_sandbox::Error),
+    /// The container showed no idle process to spare: hardened mode's process sweeps would
+    /// stop it.
+    #[error("the container's init started no idle process within 10 s")]
+    NoIdleProcess,
     /// Hardened mode's setup found no reading of the environment from before the patch.
     #[error("the environment was not read before the setup")]
     EnvironmentUnread,
@@ -508,7 +512,7 @@ enum ModeSteps {
     /// Test infrastructure from the patch undone; the script in three execs with nonces.
     Hardened {
         /// The container's idle process, which the process sweeps spare.
-        idle_pid: u32,
+        idle_pid: std::num::NonZeroU32,
         /// Untracked files before the patch.
         untracked_before: BTreeSet<String>,
         /// What was undone, once known.
@@ -556,6 +560,7 @@ impl ModeSteps {
                 );
                 let (out, ()) = tokio::try_join!(prepare, upload)?;
                 let (idle_pid, untracked_before) = hardening::parse_prepare(&out.output);
+                let idle_pid = idle_pid.ok_or(InstanceError::NoIdleProcess)?;
                 Ok(ModeSteps::Hardened {
                     idle_pid,
                     untracked_before,
@@ -739,7 +744,7 @@ async fn run_hardened(
     container: &Container,
     job: &Job,
     timeout: Duration,
-    idle_pid: u32,
+    idle_pid: std::num::NonZeroU32,
     tamper: &[TamperSignal],
     env_before: &environment::Snapshot,
     step: Duration,
