@@ -44,8 +44,14 @@ fn subcommands(help: &str) -> Vec<String> {
 /// Runs `bin args` in `dir` and writes what a user sees: the command, its exit status and its
 /// standard error (and standard output, when there is any).
 pub fn run(bin: &Path, args: &[&str], dir: &Path) -> String {
+    run_env(bin, args, dir, &[])
+}
+
+/// [`run`] with these environment variables set as well.
+pub fn run_env(bin: &Path, args: &[&str], dir: &Path, vars: &[(&str, &str)]) -> String {
     let output = command(bin)
         .args(args)
+        .envs(vars.iter().copied())
         .current_dir(dir)
         .output()
         .expect("run the binary");

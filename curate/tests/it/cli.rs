@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use swerve_tests::cli::{help_tree, run};
+use swerve_tests::cli::{help_tree, run, run_env, run_signalled};
 
 fn curate() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_curate"))
@@ -35,5 +35,34 @@ fn errors_name_what_is_wrong() {
         .iter()
         .map(|args| run(curate(), args, dir.path()))
         .collect();
+    insta::assert_snapshot!(text.join("\n"));
+}
+
+/// The codes of the exit table `curate` gives beyond `harness`'s (`docs/cli.md`): 3 when part
+/// of the work is left to a rerun (here every task that needs an engine ended in an
+/// infrastructure error: there is none), and a signal while the events are read.
+#[test]
+fn exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Paths relative to the folder the commands run in, so that the snapshot holds none of the
+    // temporary folder's.
+    let fixture = swerve_tests::environments::build(&dir.path().join("fixture"));
+    std::fs::create_dir(dir.path().join("repos")).unwrap();
+    let relative = |path: &Path| {
+        let path = path.strip_prefix(dir.path()).expect("in the folder");
+        path.display().to_string()
+    };
+    let (tasks, repos) = (relative(&fixture.tasks), relative(&fixture.repos));
+    let no_engine = run_env(
+        curate(),
+        &["-q", "validate", "--tasks", &tasks, "--repos", &repos, "--output", "out"],
+        dir.path(),
+        &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")],
+    );
+    let events_stdin = ["-q", "run", "--events", "/dev/stdin", "--repos", "repos", "--output", "o"];
+    let text = [
+        no_engine,
+        run_signalled(curate(), &events_stdin, dir.path(), "INT"),
+    ];
     insta::assert_snapshot!(text.join("\n"));
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use swerve_tests::cli::{help_tree, run};
+use swerve_tests::cli::{help_tree, run, run_signalled};
 
 fn trainer() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_trainer"))
@@ -149,4 +149,13 @@ fn plan_and_device() {
         dir.path(),
     );
     assert!(bad.contains("unknown device `tpu`"), "{bad}");
+}
+
+/// A signal stops `trainer` as it stops the other binaries: the one exit classifier and the one
+/// line naming the signal (`docs/cli.md`).
+#[test]
+fn a_signal_exits_with_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let case_stdin = ["loss", "--case", "/dev/stdin"];
+    insta::assert_snapshot!(run_signalled(trainer(), &case_stdin, dir.path(), "TERM"));
 }
