@@ -6,13 +6,13 @@
 //! two cannot drift apart (every flag is looked up by its clap id, which is the field name, and
 //! written with the long name clap gives it).
 
-use clap::{Args, Command, FromArgMatches};
+use clap::{Args, Command};
 use serde::Serialize;
 use serde_json::Value;
 
 /// Why a value cannot be written as arguments.
 #[derive(Debug, thiserror::Error)]
-pub enum ArgvError {
+pub(crate) enum ArgvError {
     /// The value does not serialise to a JSON object of its fields.
     #[error("the arguments do not serialise to an object of fields: {0}")]
     Shape(String),
@@ -33,7 +33,7 @@ pub enum ArgvError {
 /// `--long value` per set field, `--flag` for a true boolean, one `--long value` per item of a
 /// list, positionals in their clap order; unset (`None`) fields and false booleans are left
 /// out.
-pub fn to_args<A: Args + Serialize>(args: &A) -> Result<Vec<String>, ArgvError> {
+pub(crate) fn to_args<A: Args + Serialize>(args: &A) -> Result<Vec<String>, ArgvError> {
     let Value::Object(mut fields) =
         serde_json::to_value(args).map_err(|e| ArgvError::Shape(e.to_string()))?
     else {
@@ -91,9 +91,11 @@ fn words(id: &str, value: Value) -> Result<Vec<String>, ArgvError> {
     }
 }
 
-/// Parses `argv` (the words after the subcommand) with `A`'s clap definition: what a node does
-/// with the arguments [`to_args`] wrote.
-pub fn parse<A: Args + FromArgMatches>(argv: &[String]) -> Result<A, clap::Error> {
+/// Parses `argv` (the words after the subcommand) with `A`'s clap definition, as a node's binary
+/// does with the arguments [`to_args`] wrote. Only the tests call it: a binary parses its whole
+/// command line with its own clap definition, and the tests check that round trip here.
+#[cfg(test)]
+pub(crate) fn parse<A: Args + clap::FromArgMatches>(argv: &[String]) -> Result<A, clap::Error> {
     let matches =
         A::augment_args(Command::new("args").no_binary_name(true)).try_get_matches_from(argv)?;
     A::from_arg_matches(&matches)

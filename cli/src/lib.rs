@@ -5,7 +5,7 @@
 //! run ([`Timeout`]) — progress on stderr that draws a bar on a terminal and prints plain lines
 //! anywhere else ([`Progress`]), the exit-code table and its one classifier ([`Exit`],
 //! [`UsageError`] for values a binary parses itself), count flags that refuse 0 ([`count`]),
-//! and command lines rebuilt from a clap definition ([`argv`]) for the hidden subcommands that
+//! and command lines rebuilt from a clap definition (`argv`) for the hidden subcommands that
 //! Slurm array tasks run ([`ExecuteTaskArgs`]). `docs/cli.md` lists every shared flag and exit
 //! code.
 //!
@@ -13,7 +13,7 @@
 //! libraries never depend on it for their results (they report progress through their own
 //! callbacks and traits, which a binary connects to a [`Progress`]).
 
-pub mod argv;
+mod argv;
 mod count;
 mod execute_task;
 mod exit;
