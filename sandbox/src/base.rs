@@ -1,25 +1,6 @@
 //! The base image, built offline from Debian packages: no container registry is needed.
 //!
-//! The root filesystem is made with `debootstrap` from the Debian mirror the host's apt already
-//! uses, cleaned of package caches, tarred and imported as an image. The commands, for a default
-//! [`BaseRecipe`] and the mirror `http://deb.debian.org/debian`, are:
-//!
-//! ```text
-//! apt-get install -y --no-install-recommends debootstrap      # only if it is missing
-//! debootstrap --variant=minbase \
-//!     --include=python3,python3-pip,python3-venv,git,patch,ca-certificates \
-//!     bookworm <tmp>/rootfs http://deb.debian.org/debian
-//! rm -f <tmp>/rootfs/var/cache/apt/archives/*.deb; rm -rf <tmp>/rootfs/var/lib/apt/lists/*
-//! tar --numeric-owner -C <tmp>/rootfs -cf <tmp>/rootfs.tar .
-//! docker import \
-//!     -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-//!     -c 'ENV LANG=C.UTF-8' -c 'CMD ["/bin/bash"]' \
-//!     <tmp>/rootfs.tar swerve-base:<first 16 hex of the recipe hash>
-//! ```
-//!
-//! (the import goes through the engine API, not the CLI). It needs root (debootstrap chroots)
-//! and takes about two minutes; the image is about 290 MB. The tag is a hash of the recipe
-//! (suite, variant, packages, mirror), so the image is built once per machine and reused.
+//! The build commands are documented on [`BaseRecipe`], the type the crate exports.
 
 use std::path::{Path, PathBuf};
 
@@ -34,6 +15,27 @@ use crate::sandbox::Sandbox;
 const BASE_RECIPE_VERSION: &str = "swerve-base-1";
 
 /// What goes into the base image.
+///
+/// The root filesystem is made with `debootstrap` from the Debian mirror the host's apt already
+/// uses, cleaned of package caches, tarred and imported as an image. The commands, for a default
+/// [`BaseRecipe`] and the mirror `http://deb.debian.org/debian`, are:
+///
+/// ```text
+/// apt-get install -y --no-install-recommends debootstrap      # only if it is missing
+/// debootstrap --variant=minbase \
+///     --include=python3,python3-pip,python3-venv,git,patch,ca-certificates \
+///     bookworm <tmp>/rootfs http://deb.debian.org/debian
+/// rm -f <tmp>/rootfs/var/cache/apt/archives/*.deb; rm -rf <tmp>/rootfs/var/lib/apt/lists/*
+/// tar --numeric-owner -C <tmp>/rootfs -cf <tmp>/rootfs.tar .
+/// docker import \
+///     -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+///     -c 'ENV LANG=C.UTF-8' -c 'CMD ["/bin/bash"]' \
+///     <tmp>/rootfs.tar swerve-base:<first 16 hex of the recipe hash>
+/// ```
+///
+/// (the import goes through the engine API, not the CLI). It needs root (debootstrap chroots)
+/// and takes about two minutes; the image is about 290 MB. The tag is a hash of the recipe
+/// (suite, variant, packages, mirror), so the image is built once per machine and reused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BaseRecipe {
     /// Debian suite. Default: `bookworm`.

@@ -52,7 +52,7 @@ pub(crate) struct Layers {
 impl Layers {
     /// The layers from a container's `GraphDriver` (its driver's name and data), when the driver
     /// is an overlay one and its upper directory is on this host; `None` otherwise.
-    pub fn from_driver(
+    pub(crate) fn from_driver(
         name: &str,
         data: &std::collections::HashMap<String, String>,
     ) -> Option<Self> {
@@ -77,7 +77,7 @@ impl Layers {
 
     /// Every change, in path order, or `None` when there are more than `limit` entries (the
     /// caller then asks the engine).
-    pub fn changes(&self, limit: usize) -> io::Result<Option<Vec<FsChange>>> {
+    pub(crate) fn changes(&self, limit: usize) -> io::Result<Option<Vec<FsChange>>> {
         let mut out = Vec::new();
         let mut stack = vec![String::new()];
         while let Some(dir) = stack.pop() {

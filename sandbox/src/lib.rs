@@ -22,9 +22,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The exact base-image commands are in [`base`]'s docs.
+//! The exact base-image commands are in [`BaseRecipe`]'s docs.
 
-pub mod base;
+mod base;
 mod changes;
 mod container;
 mod context;
