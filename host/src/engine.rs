@@ -25,12 +25,12 @@ pub const MAX_WASM_STACK_BYTES: usize = 4 << 20;
 /// Linear-memory slots per engine's pool: the most memories that may be live at once across all
 /// stores of one engine. A Rust plugin instance holds one; a componentize-py plugin a few. Each
 /// slot reserves (but does not commit) 4 GiB of address space plus a guard region.
-pub const POOL_MEMORIES: u32 = 1000;
+pub(crate) const POOL_MEMORIES: u32 = 1000;
 
 /// Bytes of each linear memory kept resident (reset to the plugin's initial image) when a slot
 /// is freed, so that the next store of the same plugin does not page-fault its heap in again.
 /// Memory beyond it is returned to the kernel.
-pub const KEEP_RESIDENT_BYTES: usize = 8 << 20;
+pub(crate) const KEEP_RESIDENT_BYTES: usize = 8 << 20;
 
 static ENGINES: LazyLock<Mutex<HashMap<usize, Engine>>> = LazyLock::new(Mutex::default);
 static TICKER: Mutex<bool> = Mutex::new(false);

@@ -12,7 +12,7 @@
 //! worker threads.
 //!
 //! It also owns what every binary needs to name a plugin: `--plugin` arguments
-//! ([`plugin_spec`]) and the bundled plugins embedded in the binary ([`bundled`]).
+//! (`plugin_spec`) and the bundled plugins embedded in the binary ([`bundled`]).
 //!
 //! What it is not: it does not parse JSONL or print anything (the `harness` does), and it runs
 //! no containers (the `sandbox` does). wasmtime types stay inside.
@@ -28,7 +28,7 @@ mod evaluator;
 pub mod limits;
 mod outcome;
 mod plugin;
-pub mod plugin_spec;
+mod plugin_spec;
 mod reward;
 mod scorer;
 mod store;

@@ -138,7 +138,7 @@ fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// `10s`, `500ms`, `2m`, `1.5s`.
-pub fn parse_duration(s: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1e-3)

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use swerve_host::{BudgetOverrides, Host, RewardPlugin, Sample};
 
 /// A sample whose `attack` metadata picks what the hostile plugin does (`None`: it behaves).
-pub fn sample(id: &str, attack: Option<&str>) -> Sample {
+pub(crate) fn sample(id: &str, attack: Option<&str>) -> Sample {
     let mut metadata = BTreeMap::new();
     if let Some(a) = attack {
         metadata.insert("attack".to_owned(), a.to_owned());
@@ -20,7 +20,7 @@ pub fn sample(id: &str, attack: Option<&str>) -> Sample {
 }
 
 /// Budgets small enough that the suite runs in seconds: 200 M fuel, 64 MiB of memory.
-pub fn hostile(host: &Host) -> RewardPlugin {
+pub(crate) fn hostile(host: &Host) -> RewardPlugin {
     let overrides = BudgetOverrides {
         fuel: Some(200_000_000),
         memory_bytes: Some(64 << 20),
