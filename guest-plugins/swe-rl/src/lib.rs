@@ -20,17 +20,17 @@
 //! from a behavioural specification, not from its source. [`difflib`] is a port of the algorithm
 //! of CPython's `difflib` (Python Software Foundation, PSF licence).
 //!
-//! Layout: [`pystr`] (Python's `strip`/`splitlines`), [`difflib`] (the matcher and unified-diff
-//! rendering), [`edits`] (tags, block grammar, applying edits), [`reward`] (the pipeline),
-//! [`unidiff`] (parsing unified-diff patches for the diff-based variant), [`error`] (the
+//! Layout: `pystr` (Python's `strip`/`splitlines`), [`difflib`] (the matcher and unified-diff
+//! rendering), [`edits`] (tags, block grammar, applying edits), `reward` (the pipeline),
+//! `unidiff` (parsing unified-diff patches for the diff-based variant), `error` (the
 //! format errors).
 
 pub mod difflib;
 pub mod edits;
-pub mod error;
-pub mod pystr;
-pub mod reward;
-pub mod unidiff;
+mod error;
+mod pystr;
+mod reward;
+mod unidiff;
 
 /// A xorshift64 generator for the tests' random cases: each call gives a number below its
 /// bound, the same sequence for the same seed on every machine.

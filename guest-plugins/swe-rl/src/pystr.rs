@@ -8,7 +8,7 @@
 /// U+2000–U+200A, U+2028, U+2029, U+202F, U+205F and U+3000. It differs from
 /// [`char::is_whitespace`] by including U+001C–U+001F (the "information separators"), which
 /// Python counts as whitespace and Unicode's White_Space property does not.
-pub fn is_py_space(c: char) -> bool {
+pub(crate) fn is_py_space(c: char) -> bool {
     matches!(
         c,
         '\u{09}'..='\u{0D}'
@@ -26,7 +26,7 @@ pub fn is_py_space(c: char) -> bool {
 }
 
 /// Python's `s.strip()` with no argument: removes leading and trailing [`is_py_space`] characters.
-pub fn py_strip(s: &str) -> &str {
+pub(crate) fn py_strip(s: &str) -> &str {
     s.trim_matches(is_py_space)
 }
 
@@ -35,7 +35,7 @@ pub fn py_strip(s: &str) -> &str {
 /// Boundaries are `\n`, `\r\n` (one boundary), `\r`, U+000B, U+000C, U+001C, U+001D, U+001E,
 /// U+0085, U+2028 and U+2029. Terminators are removed and a final terminator does not produce an
 /// extra empty line: `"a\n"` gives `["a"]`, `"\n"` gives `[""]` and `""` gives `[]`.
-pub fn splitlines(s: &str) -> Vec<&str> {
+pub(crate) fn splitlines(s: &str) -> Vec<&str> {
     let bytes = s.as_bytes();
     let mut lines = Vec::with_capacity(bytes.len() / 32 + 1);
     let mut start = 0;

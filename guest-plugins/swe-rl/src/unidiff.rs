@@ -82,7 +82,7 @@ fn merged_changes(patches: &[&str]) -> BTreeMap<String, String> {
 /// and stripped, joined with `"\n"`, after a `rename from <old> to <new>` header for renames; the
 /// whole stripped. Paths drop their `a/` or `b/` prefix (the target's when the source is
 /// `/dev/null`); a rename is keyed by its source path.
-pub fn file_changes(patch: &str) -> Option<FileMap> {
+pub(crate) fn file_changes(patch: &str) -> Option<FileMap> {
     let files = parse_patch_set(patch).ok()?;
     let mut changes = FileMap::new();
     for file in files.iter().filter(|f| !f.is_binary) {
