@@ -12,7 +12,7 @@ use crate::events::{EventOrder, IssueOpened, PullRequestEvent};
 
 /// Everything the later stages know about one pull request from the events.
 #[derive(Debug, Clone)]
-pub struct PullRequest {
+pub(crate) struct PullRequest {
     /// `owner/name`.
     pub repo: String,
     /// The PR number.
@@ -32,7 +32,7 @@ pub struct PullRequest {
 
 /// A PR's text and author.
 #[derive(Debug, Clone)]
-pub struct Description {
+pub(crate) struct Description {
     /// Where it came from.
     pub order: EventOrder,
     /// Title.
@@ -88,7 +88,7 @@ impl PullRequest {
     }
 
     /// The author login: the described event's user, else the earliest event's actor.
-    pub fn author(&self) -> Option<&str> {
+    pub(crate) fn author(&self) -> Option<&str> {
         self.described
             .as_ref()
             .and_then(|d| d.login.as_deref())
@@ -96,12 +96,12 @@ impl PullRequest {
     }
 
     /// Whether the latest payload is trimmed (no merge status in the events).
-    pub fn is_trimmed(&self) -> bool {
+    pub(crate) fn is_trimmed(&self) -> bool {
         self.latest.pull_request.is_trimmed()
     }
 
     /// When the PR was opened: the payload's `created_at`, else the earliest event's time.
-    pub fn created_at(&self) -> String {
+    pub(crate) fn created_at(&self) -> String {
         self.opened_at
             .clone()
             .unwrap_or_else(|| self.first.0.created_at.clone())
@@ -110,7 +110,7 @@ impl PullRequest {
 
 /// All pull requests and opened issues of a partition.
 #[derive(Debug, Default)]
-pub struct Aggregate {
+pub(crate) struct Aggregate {
     /// By `(repo, number)`, in that order.
     pub pull_requests: BTreeMap<(String, u64), PullRequest>,
     /// Opened issues' text by `(repo, number)`: the latest opened event wins.
@@ -119,7 +119,7 @@ pub struct Aggregate {
 
 impl Aggregate {
     /// Folds one pull request event in.
-    pub fn add_pull_request(&mut self, event: PullRequestEvent) {
+    pub(crate) fn add_pull_request(&mut self, event: PullRequestEvent) {
         let key = (event.repo.clone(), event.number);
         match self.pull_requests.get_mut(&key) {
             Some(pr) => pr.add(event),
@@ -130,7 +130,7 @@ impl Aggregate {
     }
 
     /// Folds one opened issue in.
-    pub fn add_issue(&mut self, issue: IssueOpened) {
+    pub(crate) fn add_issue(&mut self, issue: IssueOpened) {
         let key = (issue.repo.clone(), issue.number);
         if self
             .issues
@@ -143,7 +143,7 @@ impl Aggregate {
 
     /// SWE-bench's problem statement for `numbers` of `repo`: `title\nbody\n` per issue with a
     /// known text, in number order.
-    pub fn problem_statement(&self, repo: &str, numbers: &[u64]) -> String {
+    pub(crate) fn problem_statement(&self, repo: &str, numbers: &[u64]) -> String {
         numbers
             .iter()
             .filter_map(|n| self.issues.get(&(repo.to_owned(), *n)))

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 /// SWE-bench's repositories: the 12 of SWE-bench and SWE-bench Verified, then the other Python
 /// repositories SWE-bench's harness has specifications for.
-pub const BENCHMARK_REPOS: [&str; 18] = [
+pub(crate) const BENCHMARK_REPOS: [&str; 18] = [
     "astropy/astropy",
     "django/django",
     "matplotlib/matplotlib",
@@ -29,11 +29,11 @@ pub const BENCHMARK_REPOS: [&str; 18] = [
 ];
 
 /// GH Archive `repo.id`s of benchmark repositories known without any events.
-pub const BENCHMARK_REPO_IDS: [(u64, &str); 2] =
+pub(crate) const BENCHMARK_REPO_IDS: [(u64, &str); 2] =
     [(596892, "pallets/flask"), (1362490, "psf/requests")];
 
 /// Whether `name` is a benchmark repository's name.
-pub fn is_benchmark_name(name: &str) -> bool {
+pub(crate) fn is_benchmark_name(name: &str) -> bool {
     BENCHMARK_REPOS
         .iter()
         .any(|known| known.eq_ignore_ascii_case(name))
@@ -41,7 +41,7 @@ pub fn is_benchmark_name(name: &str) -> bool {
 
 /// The exclusion lists of one run.
 #[derive(Debug, Clone, Default)]
-pub struct Exclusions {
+pub(crate) struct Exclusions {
     names: BTreeSet<String>,
     ids: BTreeSet<u64>,
 }
@@ -49,7 +49,11 @@ pub struct Exclusions {
 impl Exclusions {
     /// The benchmark lists plus the user's names and ids, plus `seen_ids` (ids that events under
     /// benchmark names carried).
-    pub fn new(user_names: &[String], user_ids: &[u64], seen_ids: &BTreeSet<u64>) -> Exclusions {
+    pub(crate) fn new(
+        user_names: &[String],
+        user_ids: &[u64],
+        seen_ids: &BTreeSet<u64>,
+    ) -> Exclusions {
         let names = BENCHMARK_REPOS
             .iter()
             .map(|n| n.to_ascii_lowercase())
@@ -65,7 +69,7 @@ impl Exclusions {
     }
 
     /// Why `name` / `id` is excluded, or `None`.
-    pub fn check(&self, name: &str, id: Option<u64>) -> Option<String> {
+    pub(crate) fn check(&self, name: &str, id: Option<u64>) -> Option<String> {
         if self.names.contains(&name.to_ascii_lowercase()) {
             return Some(format!("{name} is an excluded repository"));
         }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 
 /// The dedup key of a code patch.
-pub fn patch_key(patch: &str) -> String {
+pub(crate) fn patch_key(patch: &str) -> String {
     let mut hasher = Sha256::new();
     for (i, line) in patch
         .split('\n')
@@ -26,7 +26,7 @@ pub fn patch_key(patch: &str) -> String {
 
 /// One candidate: merge time, repository, number, key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate<'a> {
+pub(crate) struct Candidate<'a> {
     /// Merge time (ISO text).
     pub merged_at: &'a str,
     /// `owner/name`.
@@ -39,7 +39,7 @@ pub struct Candidate<'a> {
 
 /// For every candidate (in the given order), `Some("owner/name#N")` of the earlier candidate it
 /// duplicates, else `None`.
-pub fn duplicates(candidates: &[Candidate<'_>]) -> Vec<Option<String>> {
+pub(crate) fn duplicates(candidates: &[Candidate<'_>]) -> Vec<Option<String>> {
     let mut order: Vec<usize> = (0..candidates.len()).collect();
     order.sort_by(|&a, &b| {
         let (x, y) = (&candidates[a], &candidates[b]);

@@ -1,9 +1,9 @@
 //! The optional chat model behind an OpenAI-compatible endpoint (what users run locally: vLLM,
 //! SGLang, llama.cpp's server), for relevant files (`curate run --relevant-endpoint`) and for
 //! environment recipes the rules cannot make (`curate validate --setup-endpoint`,
-//! [`crate::setup`]). For relevant files it is given the issue, the edited paths and candidate
+//! `crate::setup`). For relevant files it is given the issue, the edited paths and candidate
 //! paths, and answers with paths, one per line. Its answer is a suggestion only:
-//! [`crate::relevant`] validates every path (exists at the base, text, not edited) and falls
+//! `crate::relevant` validates every path (exists at the base, text, not edited) and falls
 //! back to the deterministic rule when the endpoint fails or suggests nothing usable.
 //! Requests use temperature 0 and a fixed seed, so a deterministic server gives stable output.
 

@@ -17,7 +17,7 @@ use crate::error::CurateError;
 
 /// The order of events of one pull request: `created_at`, then the numeric id, then its text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
-pub struct EventOrder {
+pub(crate) struct EventOrder {
     /// ISO time as GH Archive writes it (`2020-02-17T07:45:00Z`), which sorts as text.
     pub created_at: String,
     /// The event id as a number (0 when it is not one).
@@ -28,7 +28,7 @@ pub struct EventOrder {
 
 /// A user object; only the login matters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct User {
+pub(crate) struct User {
     /// The login, e.g. `dependabot[bot]`.
     #[serde(default)]
     pub login: Option<String>,
@@ -36,7 +36,7 @@ pub struct User {
 
 /// `base` / `head` of a pull request.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct BranchTip {
+pub(crate) struct BranchTip {
     /// Branch name.
     #[serde(default, rename = "ref")]
     pub branch: Option<String>,
@@ -47,7 +47,7 @@ pub struct BranchTip {
 
 /// The `pull_request` object, full (before 2025-10-07) or trimmed (after): every field optional.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct PullRequestObject {
+pub(crate) struct PullRequestObject {
     /// The PR number (also in the payload).
     #[serde(default)]
     pub number: Option<u64>,
@@ -83,7 +83,7 @@ pub struct PullRequestObject {
 impl PullRequestObject {
     /// A trimmed payload (GH Archive from 2025-10-07): none of `merged`, `merged_at`, `title`,
     /// `user`.
-    pub fn is_trimmed(&self) -> bool {
+    pub(crate) fn is_trimmed(&self) -> bool {
         self.merged.is_none()
             && self.merged_at.is_none()
             && self.title.is_none()
@@ -93,7 +93,7 @@ impl PullRequestObject {
 
 /// One kept `PullRequestEvent`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PullRequestEvent {
+pub(crate) struct PullRequestEvent {
     /// Its place in the PR's history.
     pub order: EventOrder,
     /// `repo.name`.
@@ -112,7 +112,7 @@ pub struct PullRequestEvent {
 
 /// One opened issue's text.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IssueOpened {
+pub(crate) struct IssueOpened {
     /// Its place among events.
     pub order: EventOrder,
     /// `repo.name`.
@@ -127,7 +127,7 @@ pub struct IssueOpened {
 
 /// An event the later stages need (also the line format of the spilled partitions).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum Kept {
+pub(crate) enum Kept {
     /// A `PullRequestEvent` (boxed: it is much larger than an issue).
     PullRequest(Box<PullRequestEvent>),
     /// An `IssuesEvent` with action `opened`.
@@ -136,7 +136,7 @@ pub enum Kept {
 
 impl Kept {
     /// The event id as written.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             Kept::PullRequest(e) => &e.order.id_text,
             Kept::IssueOpened(e) => &e.order.id_text,
@@ -144,7 +144,7 @@ impl Kept {
     }
 
     /// `repo.name`.
-    pub fn repo(&self) -> &str {
+    pub(crate) fn repo(&self) -> &str {
         match self {
             Kept::PullRequest(e) => &e.repo,
             Kept::IssueOpened(e) => &e.repo,
@@ -165,7 +165,7 @@ pub struct InputProblem {
 
 /// What reading one file gave.
 #[derive(Debug, Default)]
-pub struct FileEvents {
+pub(crate) struct FileEvents {
     /// Kept events, in file order.
     pub kept: Vec<Kept>,
     /// Non-empty lines read.
@@ -248,7 +248,7 @@ struct IssueObject {
 
 /// The event files named by `inputs`: files as given, folders searched (recursively) for
 /// `*.json.gz` and `*.json`; sorted by path, without repeats.
-pub fn event_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CurateError> {
+pub(crate) fn event_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CurateError> {
     let mut files = BTreeSet::new();
     for input in inputs {
         let meta = fs_err::metadata(input).map_err(|source| CurateError::Read {
@@ -288,7 +288,7 @@ pub fn event_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, CurateError> {
 }
 
 /// Reads one hour file. Never fails: an unopenable or truncated file is a problem in the result.
-pub fn read_file(path: &Path) -> FileEvents {
+pub(crate) fn read_file(path: &Path) -> FileEvents {
     let mut out = FileEvents::default();
     let name = path.display().to_string();
     let file = match fs_err::File::open(path) {
@@ -309,14 +309,6 @@ pub fn read_file(path: &Path) -> FileEvents {
         Box::new(file)
     };
     read_lines(BufReader::with_capacity(1 << 20, reader), &name, &mut out);
-    out
-}
-
-/// Reads events from `reader` (decompressed JSON lines) as [`read_file`] does; `name` names the
-/// source in problems.
-pub fn read_from(reader: impl BufRead, name: &str) -> FileEvents {
-    let mut out = FileEvents::default();
-    read_lines(reader, name, &mut out);
     out
 }
 

@@ -92,17 +92,17 @@ impl Reason {
 }
 
 /// SWE-RL's bot words, applied literally (a human "Bump the minimum Python version" is one).
-pub const BOT_WORDS: [&str; 5] = ["[bot]", "dependabot", "renovate", "bump", "automerge"];
+pub(crate) const BOT_WORDS: [&str; 5] = ["[bot]", "dependabot", "renovate", "bump", "automerge"];
 
 /// Whether title, body or login contains a bot word, case-insensitively.
-pub fn is_bot(title: &str, body: &str, login: &str) -> bool {
+pub(crate) fn is_bot(title: &str, body: &str, login: &str) -> bool {
     let hay = format!("{title}\n{body}\n{login}").to_lowercase();
     BOT_WORDS.iter().any(|w| hay.contains(w))
 }
 
 /// A rejection: reason and a human-readable detail.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rejection {
+pub(crate) struct Rejection {
     /// The rule.
     pub reason: Reason,
     /// What it found.
@@ -117,7 +117,7 @@ fn reject(reason: Reason, detail: impl Into<String>) -> Rejection {
 }
 
 /// What the rules need besides the PR.
-pub struct Context<'a> {
+pub(crate) struct Context<'a> {
     /// The run's settings.
     pub config: &'a Config,
     /// Exclusion lists.
@@ -129,10 +129,10 @@ pub struct Context<'a> {
 }
 
 /// The clone of a PR's repository as the rules see it: opened once per repository.
-pub type CloneSlot<'a> = &'a Result<Mirror, MirrorError>;
+pub(crate) type CloneSlot<'a> = &'a Result<Mirror, MirrorError>;
 
 /// Applies the rules to `pr` in order.
-pub fn evaluate(
+pub(crate) fn evaluate(
     pr: &PullRequest,
     clone: CloneSlot<'_>,
     cx: &Context<'_>,

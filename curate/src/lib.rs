@@ -17,33 +17,33 @@
 //! not a judge of whether an issue describes a bug, and not a second harness: validation runs
 //! through `swerve-harness`.
 //!
-//! Stages, one module each: [`events`] → [`spill`] (partitions on disk, so memory stays
-//! flat) → [`aggregate`] → each repository's bare mirror read through `swerve-mirror` (with
-//! [`paths`], [`links`], [`relevant`], optionally [`endpoint`]) → [`filter`] → [`dedup`] → [`output`] (and [`table`] for `tasks.parquet`);
-//! [`decontaminate`] holds the excluded repositories; [`pipeline`] runs the stages (reporting
+//! Stages, one module each: `events` → `spill` (partitions on disk, so memory stays
+//! flat) → `aggregate` → each repository's bare mirror read through `swerve-mirror` (with
+//! `paths`, `links`, `relevant`, optionally [`endpoint`]) → `filter` → `dedup` → [`output`] (and `table` for `tasks.parquet`);
+//! `decontaminate` holds the excluded repositories; `pipeline` runs the stages (reporting
 //! to a [`progress::StageProgress`]) and [`merge`] joins shards.
 
-pub mod aggregate;
-pub mod config;
-pub mod decontaminate;
-pub mod dedup;
+mod aggregate;
+mod config;
+mod decontaminate;
+mod dedup;
 pub mod endpoint;
-pub mod error;
-pub mod events;
-pub mod filter;
-pub mod links;
+mod error;
+mod events;
+mod filter;
+mod links;
 pub mod merge;
 pub mod output;
-pub mod paths;
-pub mod pipeline;
+mod paths;
+mod pipeline;
 pub mod progress;
 #[cfg(feature = "validate")]
-pub mod recipe;
-pub mod relevant;
+mod recipe;
+mod relevant;
 #[cfg(feature = "validate")]
-pub mod setup;
-pub mod spill;
-pub mod table;
+mod setup;
+mod spill;
+mod table;
 #[cfg(feature = "validate")]
 pub mod validate;
 

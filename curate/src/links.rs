@@ -27,7 +27,7 @@ fn is_word(c: char) -> bool {
 
 /// The issue numbers `texts` (title, body, commit messages) link for PR `number` of `repo`
 /// (`owner/name`), sorted and without repeats.
-pub fn linked_issues<'a>(
+pub(crate) fn linked_issues<'a>(
     repo: &str,
     number: u64,
     texts: impl IntoIterator<Item = &'a str>,

@@ -158,7 +158,7 @@ impl DedupEntry {
 }
 
 /// For every entry, in any order: which `(repo, number)` duplicates which `owner/name#N`
-/// (see [`crate::dedup::duplicates`]).
+/// (see `crate::dedup::duplicates`).
 pub fn duplicate_map(entries: &[DedupEntry]) -> HashMap<(String, u64), String> {
     let keys: Vec<crate::dedup::Candidate<'_>> = entries
         .iter()

@@ -15,7 +15,7 @@ const CODE_EXTENSIONS: [&str; 25] = [
 
 /// What a (text) path is, in the order the rule decides it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PathClass {
+pub(crate) enum PathClass {
     /// Under a `test`/`tests`/`testing`/`e2e` directory, or `test_*.py`, `*_test.py`,
     /// `conftest.py`. Whatever its extension (`tests/data/x.csv` is a test file).
     Test,
@@ -26,7 +26,7 @@ pub enum PathClass {
 }
 
 /// Classifies `path` (`/`-separated, relative to the repository root).
-pub fn classify(path: &str) -> PathClass {
+pub(crate) fn classify(path: &str) -> PathClass {
     if is_test(path) {
         PathClass::Test
     } else if is_code(path) {

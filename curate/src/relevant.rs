@@ -30,7 +30,7 @@ use swerve_mirror::{Mirror, ObjectId, Tree, is_binary};
 const MAX_CANDIDATES: usize = 16;
 
 /// What the selection is given.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// The merge base.
     pub base: ObjectId,
     /// Every path the PR edits (any class).
@@ -166,7 +166,7 @@ fn split_path(path: &str) -> (&str, &str) {
 }
 
 /// Chooses up to `request.count` relevant files: `(path, text)` best first.
-pub fn select(clone: &Mirror, request: &Request<'_>) -> Vec<(String, String)> {
+pub(crate) fn select(clone: &Mirror, request: &Request<'_>) -> Vec<(String, String)> {
     if request.count == 0 || request.edited_code.is_empty() {
         return Vec::new();
     }

@@ -18,7 +18,7 @@ use crate::endpoint::{Endpoint, EndpointConfig, EndpointError};
 use crate::recipe::{Files, Recipe};
 
 /// Answers a task gets from the model, at most.
-pub const MAX_TRIES: usize = 3;
+pub(crate) const MAX_TRIES: usize = 3;
 
 /// Most characters of one packaging file in the prompt.
 const FILE_CHARS: usize = 4000;
@@ -37,7 +37,7 @@ for pytest run with -rA, \"parse_log_django\" for python -m unittest -v).";
 
 /// Why the model gave no recipe.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub(crate) enum SetupError {
     /// The endpoint gave no usable reply.
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
@@ -49,7 +49,7 @@ pub enum SetupError {
 /// Why a model's answer is not a usable recipe. The messages are what the model is shown when
 /// it is asked again, so each names what to change.
 #[derive(Debug, thiserror::Error)]
-pub enum AnswerError {
+pub(crate) enum AnswerError {
     /// The answer holds no `{…}`.
     #[error("the model's answer holds no JSON object")]
     NoObject,
@@ -78,7 +78,7 @@ pub enum AnswerError {
 }
 
 /// What the model is shown for one repository.
-pub struct Ask<'a> {
+pub(crate) struct Ask<'a> {
     /// `owner/name`.
     pub repo: &'a str,
     /// Its packaging files at the base commit.
@@ -90,14 +90,14 @@ pub struct Ask<'a> {
 }
 
 /// The model, ready to be asked.
-pub struct SetupModel {
+pub(crate) struct SetupModel {
     endpoint: Endpoint,
     name: String,
 }
 
 impl SetupModel {
     /// A client for the endpoint.
-    pub fn new(config: &EndpointConfig) -> SetupModel {
+    pub(crate) fn new(config: &EndpointConfig) -> SetupModel {
         SetupModel {
             endpoint: Endpoint::new(config),
             name: config.model.clone(),
@@ -106,7 +106,7 @@ impl SetupModel {
 
     /// One recipe from the model, checked; `Err` says why there is none (the endpoint failed,
     /// or its answer is not a usable recipe).
-    pub fn recipe(&self, ask: &Ask<'_>) -> Result<Recipe, SetupError> {
+    pub(crate) fn recipe(&self, ask: &Ask<'_>) -> Result<Recipe, SetupError> {
         let answer = self.endpoint.chat(SYSTEM, &prompt(ask), 1024)?;
         let env = parse(&answer)?;
         Ok(Recipe {
@@ -167,7 +167,7 @@ struct Answer {
 
 /// The recipe in a model's answer: the first JSON object in it (code fences and prose around it
 /// are ignored), every field checked.
-pub fn parse(answer: &str) -> Result<RepoEnv, AnswerError> {
+pub(crate) fn parse(answer: &str) -> Result<RepoEnv, AnswerError> {
     let (Some(start), Some(end)) = (answer.find('{'), answer.rfind('}')) else {
         return Err(AnswerError::NoObject);
     };

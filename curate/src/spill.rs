@@ -22,14 +22,14 @@ use crate::events::Kept;
 use crate::output::{EventCounts, Row};
 
 /// At most this many partitions (each is an open file while events are read).
-pub const MAX_PARTITIONS: usize = 256;
+pub(crate) const MAX_PARTITIONS: usize = 256;
 
 /// Input bytes (event files as stored) per partition when the count is automatic.
-pub const AUTO_PARTITION_BYTES: u64 = 16 << 20;
+pub(crate) const AUTO_PARTITION_BYTES: u64 = 16 << 20;
 
 /// How many partitions a run over `input_bytes` of event files uses: `setting` when it is not 0,
 /// else one per [`AUTO_PARTITION_BYTES`]; between 1 and [`MAX_PARTITIONS`].
-pub fn partitions_for(input_bytes: u64, setting: usize) -> usize {
+pub(crate) fn partitions_for(input_bytes: u64, setting: usize) -> usize {
     let count = if setting > 0 {
         setting
     } else {
@@ -40,7 +40,7 @@ pub fn partitions_for(input_bytes: u64, setting: usize) -> usize {
 
 /// The partition of repository `name` among `count`. SHA-256 of the lower-case name, bytes 8 to
 /// 16 (bytes 0 to 8 choose the shard, so a shard's repositories still spread over partitions).
-pub fn partition_of(name: &str, count: usize) -> usize {
+pub(crate) fn partition_of(name: &str, count: usize) -> usize {
     let digest = sha2::Sha256::digest(name.to_ascii_lowercase().as_bytes());
     let word = u64::from_be_bytes(digest[8..16].try_into().expect("8 bytes"));
     (word % count as u64) as usize
@@ -62,10 +62,10 @@ fn read_error(path: &Path) -> impl Fn(std::io::Error) -> CurateError + '_ {
 
 /// Kept events encoded for their partitions, one buffer per partition (built by the workers
 /// that read the files, appended by one thread in file order).
-pub type Encoded = Vec<Vec<u8>>;
+pub(crate) type Encoded = Vec<Vec<u8>>;
 
 /// The spill folder of one run.
-pub struct Spill {
+pub(crate) struct Spill {
     dir: tempfile::TempDir,
     count: usize,
     events: Vec<BufWriter<fs_err::File>>,
@@ -73,7 +73,7 @@ pub struct Spill {
 
 impl Spill {
     /// Creates the folder inside `output` (created when missing) with `count` partitions.
-    pub fn create(output: &Path, count: usize) -> Result<Spill, CurateError> {
+    pub(crate) fn create(output: &Path, count: usize) -> Result<Spill, CurateError> {
         fs_err::create_dir_all(output).map_err(write_error(output))?;
         let dir = tempfile::Builder::new()
             .prefix(".curate-")
@@ -91,7 +91,7 @@ impl Spill {
     }
 
     /// How many partitions.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
@@ -100,7 +100,7 @@ impl Spill {
     }
 
     /// Encodes `events` into per-partition buffers (one JSON line per event).
-    pub fn encode(count: usize, events: impl IntoIterator<Item = Kept>) -> Encoded {
+    pub(crate) fn encode(count: usize, events: impl IntoIterator<Item = Kept>) -> Encoded {
         let mut out = vec![Vec::new(); count];
         for event in events {
             let buf = &mut out[partition_of(event.repo(), count)];
@@ -111,7 +111,7 @@ impl Spill {
     }
 
     /// Appends encoded events to their partitions.
-    pub fn append(&mut self, encoded: &Encoded) -> Result<(), CurateError> {
+    pub(crate) fn append(&mut self, encoded: &Encoded) -> Result<(), CurateError> {
         for (k, bytes) in encoded.iter().enumerate() {
             if !bytes.is_empty()
                 && let Err(error) = self.events[k].write_all(bytes)
@@ -123,7 +123,7 @@ impl Spill {
     }
 
     /// Closes the event files; call once every event is appended.
-    pub fn seal(&mut self) -> Result<(), CurateError> {
+    pub(crate) fn seal(&mut self) -> Result<(), CurateError> {
         for (k, mut out) in std::mem::take(&mut self.events).into_iter().enumerate() {
             out.flush().map_err(write_error(&self.path("events", k)))?;
         }
@@ -132,7 +132,11 @@ impl Spill {
 
     /// Folds partition `k`'s events (repeated event ids once) into an aggregate, counting the
     /// distinct events into `counts`.
-    pub fn load(&self, k: usize, counts: &mut EventCounts) -> Result<Aggregate, CurateError> {
+    pub(crate) fn load(
+        &self,
+        k: usize,
+        counts: &mut EventCounts,
+    ) -> Result<Aggregate, CurateError> {
         let path = self.path("events", k);
         let file = fs_err::File::open(&path).map_err(read_error(&path))?;
         let mut aggregate = Aggregate::default();
@@ -165,7 +169,7 @@ impl Spill {
     }
 
     /// Writes partition `k`'s rows (sorted by repository and number).
-    pub fn write_rows(&self, k: usize, rows: &[Row]) -> Result<(), CurateError> {
+    pub(crate) fn write_rows(&self, k: usize, rows: &[Row]) -> Result<(), CurateError> {
         let path = self.path("rows", k);
         let file = fs_err::File::create(&path).map_err(write_error(&path))?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
@@ -177,7 +181,7 @@ impl Spill {
     }
 
     /// Every partition's rows as one stream sorted by repository and number.
-    pub fn rows(&self) -> Result<MergedRows, CurateError> {
+    pub(crate) fn rows(&self) -> Result<MergedRows, CurateError> {
         MergedRows::new(
             (0..self.count)
                 .map(|k| RowSource::new(self.path("rows", k), RowKind::Row))
@@ -188,7 +192,7 @@ impl Spill {
 
 /// How the lines of a row file read.
 #[derive(Debug, Clone, Copy)]
-pub enum RowKind {
+pub(crate) enum RowKind {
     /// [`Row`] lines (spilled partitions).
     Row,
     /// `tasks.jsonl` lines.
@@ -198,7 +202,7 @@ pub enum RowKind {
 }
 
 /// A file of rows sorted by repository and number, read one line at a time.
-pub struct RowSource {
+pub(crate) struct RowSource {
     path: PathBuf,
     kind: RowKind,
     lines: std::io::Lines<BufReader<fs_err::File>>,
@@ -207,7 +211,7 @@ pub struct RowSource {
 
 impl RowSource {
     /// Opens `path`, whose lines are `kind` rows.
-    pub fn new(path: PathBuf, kind: RowKind) -> Result<RowSource, CurateError> {
+    pub(crate) fn new(path: PathBuf, kind: RowKind) -> Result<RowSource, CurateError> {
         let file = fs_err::File::open(&path).map_err(read_error(&path))?;
         Ok(RowSource {
             lines: BufReader::with_capacity(1 << 16, file).lines(),
@@ -218,7 +222,7 @@ impl RowSource {
     }
 
     /// The next row, if any.
-    pub fn next_row(&mut self) -> Result<Option<Row>, CurateError> {
+    pub(crate) fn next_row(&mut self) -> Result<Option<Row>, CurateError> {
         loop {
             let Some(line) = self.lines.next() else {
                 return Ok(None);
@@ -244,7 +248,7 @@ impl RowSource {
 }
 
 /// A k-way merge of sorted row sources.
-pub struct MergedRows {
+pub(crate) struct MergedRows {
     sources: Vec<RowSource>,
     heads: Vec<Option<Row>>,
     heap: BinaryHeap<Reverse<(String, u64, usize)>>,
@@ -252,7 +256,7 @@ pub struct MergedRows {
 
 impl MergedRows {
     /// Merges `sources`, each sorted by repository and number.
-    pub fn new(mut sources: Vec<RowSource>) -> Result<MergedRows, CurateError> {
+    pub(crate) fn new(mut sources: Vec<RowSource>) -> Result<MergedRows, CurateError> {
         let mut heads = Vec::with_capacity(sources.len());
         let mut heap = BinaryHeap::new();
         for (i, source) in sources.iter_mut().enumerate() {
@@ -271,7 +275,7 @@ impl MergedRows {
     }
 
     /// The next row in order, if any.
-    pub fn next_row(&mut self) -> Result<Option<Row>, CurateError> {
+    pub(crate) fn next_row(&mut self) -> Result<Option<Row>, CurateError> {
         let Some(Reverse((_, _, i))) = self.heap.pop() else {
             return Ok(None);
         };

@@ -200,7 +200,7 @@ fn write_group<W: std::io::Write + Send>(
 }
 
 /// `tasks.parquet` written as rows arrive: one row group per 256 rows.
-pub struct TableWriter {
+pub(crate) struct TableWriter {
     path: PathBuf,
     writer: SerializedFileWriter<swerve_cache::AtomicFile>,
     pending: Vec<Task>,
@@ -208,7 +208,7 @@ pub struct TableWriter {
 
 impl TableWriter {
     /// Creates `dir/tasks.parquet`.
-    pub fn create(dir: &Path) -> Result<TableWriter, CurateError> {
+    pub(crate) fn create(dir: &Path) -> Result<TableWriter, CurateError> {
         let path = dir.join("tasks.parquet");
         let open = || -> Result<_, ParquetError> {
             let schema = Arc::new(parse_message_type(SCHEMA)?);
@@ -251,7 +251,7 @@ impl TableWriter {
     }
 
     /// Adds one row (rows come sorted).
-    pub fn push(&mut self, task: Task) -> Result<(), CurateError> {
+    pub(crate) fn push(&mut self, task: Task) -> Result<(), CurateError> {
         self.pending.push(task);
         if self.pending.len() >= ROWS_PER_GROUP {
             self.flush_group().map_err(|e| self.error()(e))?;
@@ -260,7 +260,7 @@ impl TableWriter {
     }
 
     /// Writes the last row group and the footer, and puts the file at its path.
-    pub fn finish(mut self) -> Result<(), CurateError> {
+    pub(crate) fn finish(mut self) -> Result<(), CurateError> {
         self.flush_group().map_err(|e| self.error()(e))?;
         let path = self.path;
         let file = self

@@ -46,10 +46,10 @@ use self::tox::Tox;
 const TEST_NAMES: [&str; 4] = ["test", "tests", "testing", "dev"];
 
 /// What a recipe is derived from: the repository's files at the base commit, by path.
-pub type Files = BTreeMap<String, String>;
+pub(crate) type Files = BTreeMap<String, String>;
 
 /// Whether `path` is a file the rules read (so that only those are read from the mirror).
-pub fn is_recipe_file(path: &str) -> bool {
+pub(crate) fn is_recipe_file(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
     match path.matches('/').count() {
         0 => {
@@ -72,7 +72,7 @@ pub fn is_recipe_file(path: &str) -> bool {
 
 /// Why no recipe could be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoRecipe {
+pub(crate) enum NoRecipe {
     /// Nothing says this is a Python project.
     #[error("no pyproject.toml, setup.cfg, setup.py or requirements file at the base commit")]
     NotPython,
@@ -107,7 +107,7 @@ pub enum NoRecipe {
 
 /// A derived recipe and where each part came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Recipe {
+pub(crate) struct Recipe {
     /// The environment spec, as `environments.json` holds it.
     pub env: RepoEnv,
     /// The files each decision came from, for the log.
@@ -117,7 +117,7 @@ pub struct Recipe {
 impl Recipe {
     /// The version-group name of this recipe: tasks of one repository with equal recipes share
     /// one environment image. `env-` and 12 hex digits of the spec's digest.
-    pub fn version(&self) -> String {
+    pub(crate) fn version(&self) -> String {
         let json = serde_json::to_string(&self.env).expect("a spec serialises");
         let digest = Sha256::digest(json.as_bytes());
         format!("env-{}", &hex::encode(digest)[..12])
@@ -162,7 +162,7 @@ impl<'a> Project<'a> {
 type Sources = BTreeSet<String>;
 
 /// Derives the recipe of a repository from its files.
-pub fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
+pub(crate) fn derive(files: &Files) -> Result<Recipe, NoRecipe> {
     let project = Project::read(files)?;
     let mut sources = Sources::new();
     let python = python::choose(&project, &mut sources)?;

@@ -1,7 +1,7 @@
 //! `curate validate`: from curated tasks to executable SWE-bench 5 rows, with FAIL_TO_PASS and
 //! PASS_TO_PASS derived by running the tests before and after the fix.
 //!
-//! For each task: the repository's files at the base commit give an environment [`recipe`];
+//! For each task: the repository's files at the base commit give an environment `recipe`;
 //! the test patch and the gold patch must apply at the base commit; then the test files the
 //! test patch touches run `runs` times before the fix (base + test patch) and after it (base +
 //! test patch + gold), each run in a fresh container, through `harness run`'s own path (the

@@ -7,14 +7,14 @@ use swerve_curate::output::{Funnel, Rejected, Task, read_funnel, read_jsonl};
 use swerve_curate::{Config, Inputs, Output};
 
 /// The three output files of a run, parsed.
-pub struct Written {
+pub(crate) struct Written {
     pub tasks: Vec<Task>,
     pub rejected: Vec<Rejected>,
     pub funnel: Funnel,
 }
 
 /// Runs curate into `out` and reads the files back.
-pub fn run(inputs: &Inputs, config: &Config, out: &Path) -> Written {
+pub(crate) fn run(inputs: &Inputs, config: &Config, out: &Path) -> Written {
     let funnel = swerve_curate::run(
         inputs,
         config,
@@ -38,7 +38,7 @@ pub fn run(inputs: &Inputs, config: &Config, out: &Path) -> Written {
     written
 }
 
-pub fn read_output(dir: &Path) -> Written {
+pub(crate) fn read_output(dir: &Path) -> Written {
     Written {
         tasks: read_jsonl(&dir.join("tasks.jsonl")).unwrap(),
         rejected: read_jsonl(&dir.join("rejected.jsonl")).unwrap(),
@@ -49,14 +49,16 @@ pub fn read_output(dir: &Path) -> Written {
 /// A one-answer OpenAI-compatible chat server on 127.0.0.1: every request to it gets a reply
 /// whose `choices[0].message.content` is `content`. Returns the base URL (`http://…/v1`) and a
 /// counter of requests served.
-pub fn mock_chat_server(content: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub(crate) fn mock_chat_server(
+    content: &str,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let content = content.to_owned();
     mock_chat_server_with(move |_| content.clone())
 }
 
 /// An OpenAI-compatible chat server on 127.0.0.1 whose answer to each request (its JSON body)
 /// is `answer`'s. Returns the base URL (`http://…/v1`) and a counter of requests served.
-pub fn mock_chat_server_with(
+pub(crate) fn mock_chat_server_with(
     answer: impl Fn(&serde_json::Value) -> String + Send + 'static,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{BufRead, BufReader, Read, Write};
