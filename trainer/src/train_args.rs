@@ -31,7 +31,7 @@ enum ReportToArg {
 
 /// `--device`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct DeviceArgs {
+pub(crate) struct DeviceArgs {
     /// Device: cpu, or cuda / cuda:N (a build with the `cuda` feature; docs/gpu.md)
     #[arg(long, default_value = "cpu")]
     pub device: DeviceSpec,
@@ -39,7 +39,7 @@ pub struct DeviceArgs {
 
 /// Where a run starts and where it writes.
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// Initial model directory (config.json, model.safetensors, tokenizer.json)
     #[arg(long)]
     model: PathBuf,
@@ -71,7 +71,7 @@ pub struct RunArgs {
 
 /// How tasks become prompts.
 #[derive(Debug, clap::Args)]
-pub struct PromptArgs {
+pub(crate) struct PromptArgs {
     /// Prompt format: plain (instructions as text), bare (task only), chatml (Qwen2's turns as
     /// swerve writes them) or template (the model's own chat template, from its
     /// tokenizer_config.json)
@@ -93,7 +93,7 @@ impl PromptArgs {
 
 /// `trainer sft`.
 #[derive(Debug, clap::Args)]
-pub struct SftArgs {
+pub(crate) struct SftArgs {
     #[command(flatten)]
     run: RunArgs,
     /// Prompt/completion pairs (JSONL with `prompt` and `completion`; `"add_special_tokens":
@@ -109,7 +109,7 @@ pub struct SftArgs {
 
 /// `trainer grpo`.
 #[derive(Debug, clap::Args)]
-pub struct GrpoArgs {
+pub(crate) struct GrpoArgs {
     #[command(flatten)]
     run: RunArgs,
     /// Task rows (JSONL with problem_statement, code_context, oracle_new_content; a folder of
@@ -137,7 +137,7 @@ pub struct GrpoArgs {
 /// tasks each run `--max-workers` containers; the output folder must be shared:
 /// docs/cluster.md), containers at once, the limit of one run.
 #[derive(Debug, clap::Args)]
-pub struct ExecuteArgs {
+pub(crate) struct ExecuteArgs {
     #[command(flatten)]
     placement: swerve_cli::PlacementArgs,
     /// Containers at once with --execute (on Slurm: in each array task).
@@ -187,7 +187,7 @@ impl ExecuteArgs {
 
 /// `trainer predict`.
 #[derive(Debug, clap::Args)]
-pub struct PredictArgs {
+pub(crate) struct PredictArgs {
     /// Model directory (e.g. a checkpoint)
     #[arg(long)]
     model: PathBuf,
@@ -233,7 +233,7 @@ pub struct PredictArgs {
 
 /// `--retriever`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum RetrieverArg {
+pub(crate) enum RetrieverArg {
     /// BM25 over the repository's files, the issue as the query.
     Bm25,
     /// The files the gold patch edits.
@@ -245,7 +245,7 @@ pub enum RetrieverArg {
 
 /// `trainer demo`.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// The run's settings (default: the bundled trainer/configs/swerve-mini-tiny.toml)
     #[arg(long)]
     config: Option<PathBuf>,
@@ -323,7 +323,7 @@ fn rank_progress<'v>(
     }
 }
 
-pub fn run_sft(args: &SftArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
+pub(crate) fn run_sft(args: &SftArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     with_ranks(|ranks| sft_on_ranks(args, verbosity, ranks))
 }
 
@@ -349,7 +349,7 @@ fn sft_on_ranks(args: &SftArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyhow:
     Ok(())
 }
 
-pub fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
+pub(crate) fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     with_ranks(|ranks| grpo_on_ranks(args, verbosity, ranks))
 }
 
@@ -421,7 +421,7 @@ fn execute_spec(args: &GrpoArgs) -> anyhow::Result<ExecuteSpec> {
 
 /// `trainer execute-task`: one array task of `grpo --execute --executor slurm`.
 #[cfg(feature = "execute")]
-pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()> {
+pub(crate) fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()> {
     let host = swerve_host::Host::new(commands::plugin_host_config())?;
     let evaluator = host.load_evaluator(
         &swerve_host::bundled::require("swebench-parsers")?,
@@ -437,7 +437,7 @@ pub fn run_execute_task(args: &swerve_cli::ExecuteTaskArgs) -> anyhow::Result<()
     Ok(())
 }
 
-pub fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
+pub(crate) fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     let cmd = PredictCommand {
         model: args.model.clone(),
         dataset: args.dataset.clone(),
@@ -474,7 +474,7 @@ pub fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::Result<
     Ok(())
 }
 
-pub fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
+pub(crate) fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
     let config = match &args.config {
         Some(path) => DemoConfig::from_toml_str(&fs_err::read_to_string(path)?)
             .with_context(|| format!("cannot read {}", path.display()))?,
@@ -542,7 +542,7 @@ pub fn run_demo(args: &DemoArgs, verbosity: &Verbosity) -> anyhow::Result<()> {
 
 /// Which run `trainer plan` estimates.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum PlanKind {
+pub(crate) enum PlanKind {
     /// `trainer grpo`: generation, a reference model when beta > 0.
     Grpo,
     /// `trainer sft`.
@@ -551,7 +551,7 @@ pub enum PlanKind {
 
 /// `trainer plan`.
 #[derive(Debug, clap::Args)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Model directory (its config.json is read; no weights are loaded)
     #[arg(long)]
     model: PathBuf,
@@ -572,7 +572,7 @@ pub struct PlanArgs {
 }
 
 /// `trainer plan`: the memory plan a run of these settings would print at its start.
-pub fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
+pub(crate) fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
     use swerve_trainer::model::{KernelMode, ModelConfig};
     use swerve_trainer::train::plan::{self, PlanInputs};
     let dir = commands::model_dir(&args.model)?;

@@ -22,7 +22,7 @@ use super::config::MultiObjectiveAggregation;
 use super::stats::{is_close_to_zero, nanmean, nanstd};
 
 /// The epsilon TRL adds to the reward std before dividing (verl uses 1e-6).
-pub const TRL_STD_EPS: f64 = 1e-4;
+pub(crate) const TRL_STD_EPS: f64 = 1e-4;
 
 /// How advantages are scaled: TRL's `scale_rewards`.
 ///
@@ -125,7 +125,7 @@ impl GroupStats {
     }
 
     /// The advantage of each completion under `scale`, with `std_eps` added to the std (TRL:
-    /// [`TRL_STD_EPS`]); NaN advantages (no reward, or a std over fewer than two rewards) are 0.
+    /// 1e-4); NaN advantages (no reward, or a std over fewer than two rewards) are 0.
     pub fn advantages(&self, scale: ScaleRewards, std_eps: f64) -> Vec<f64> {
         self.rewards
             .iter()
@@ -178,7 +178,7 @@ pub struct Advantages {
 /// `normalize_then_sum` (GDPO) standardises each function within its group, takes the weighted
 /// nansum, then standardises over the batch: `(x − nanmean) / (nanstd + eps)`; `scale_rewards`
 /// does not apply to it. A completion every function skipped gets advantage 0 either way.
-pub fn batch_advantages(
+pub(crate) fn batch_advantages(
     rewards_per_func: &[Vec<Option<f64>>],
     weights: &[f64],
     num_generations: usize,

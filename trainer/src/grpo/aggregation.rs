@@ -19,7 +19,7 @@
 ///
 /// When a row does not have one entry per weight. [`check_shape`] reports that as an error
 /// instead.
-pub fn aggregate(rewards_per_func: &[Vec<Option<f64>>], weights: &[f64]) -> Vec<f64> {
+pub(crate) fn aggregate(rewards_per_func: &[Vec<Option<f64>>], weights: &[f64]) -> Vec<f64> {
     let rewards: Vec<f64> = rewards_per_func
         .iter()
         .enumerate()
@@ -48,7 +48,7 @@ pub fn aggregate(rewards_per_func: &[Vec<Option<f64>>], weights: &[f64]) -> Vec<
 }
 
 /// Checks that every row of `rewards_per_func` has one entry per weight.
-pub fn check_shape(
+pub(crate) fn check_shape(
     rewards_per_func: &[Vec<Option<f64>>],
     weights: &[f64],
 ) -> Result<(), super::GrpoError> {
@@ -66,7 +66,7 @@ pub fn check_shape(
 
 /// The completions for which every reward function returned None (or NaN): those whose
 /// aggregated reward is NaN.
-pub fn all_none_rows(rewards_per_func: &[Vec<Option<f64>>]) -> Vec<usize> {
+pub(crate) fn all_none_rows(rewards_per_func: &[Vec<Option<f64>>]) -> Vec<usize> {
     rewards_per_func
         .iter()
         .enumerate()
@@ -76,7 +76,7 @@ pub fn all_none_rows(rewards_per_func: &[Vec<Option<f64>>]) -> Vec<usize> {
 }
 
 /// One function's column of `rewards_per_func`, with None as NaN (how TRL stores it).
-pub fn function_column(rewards_per_func: &[Vec<Option<f64>>], function: usize) -> Vec<f64> {
+pub(crate) fn function_column(rewards_per_func: &[Vec<Option<f64>>], function: usize) -> Vec<f64> {
     rewards_per_func
         .iter()
         .map(|values| values.get(function).copied().flatten().unwrap_or(f64::NAN))

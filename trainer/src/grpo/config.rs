@@ -10,7 +10,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::GrpoError;
 use super::advantages::ScaleRewards;
-pub use super::loss::ImportanceSamplingLevel;
+pub(super) use super::loss::ImportanceSamplingLevel;
 use super::loss::{LossType, Normalisation, ObjectiveParams, SapoTemperatures, VespoParams};
 use crate::train::arguments::{
     TrainingArguments, check, deserialize_flat, finite_at_least, positive, unit_closed, unit_open,

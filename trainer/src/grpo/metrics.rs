@@ -12,7 +12,7 @@ use super::stats::{nanmean, nanstd};
 /// The reward metrics: `reward` (nanmean of the weighted sums of the rewards), `reward_std`
 /// (nanstd over the batch), `frac_reward_zero_std` (from `advantages`), and `rewards/<name>/mean` and `rewards/<name>/std` per
 /// reward function (None skipped). `reward_names[k]` names column `k` of `rewards_per_func`.
-pub fn reward_metrics(
+pub(crate) fn reward_metrics(
     stats: &GroupStats,
     advantages: &Advantages,
     rewards_per_func: &[Vec<Option<f64>>],
@@ -38,7 +38,7 @@ pub fn reward_metrics(
 /// last token neither EOS nor padding): `completions/{mean,min,max}_length`,
 /// `completions/{mean,min,max}_terminated_length` (completions that ended with EOS; all 0 when
 /// none did, as in TRL) and `completions/clipped_ratio` (the truncated fraction).
-pub fn completion_metrics(
+pub(crate) fn completion_metrics(
     lengths: &[usize],
     truncated: &[bool],
 ) -> Result<BTreeMap<String, f64>, GrpoError> {

@@ -3,7 +3,7 @@
 //! A NaN stands for a missing value (a reward function that returned None) and is skipped.
 
 /// Mean of the non-NaN values (`torch.nanmean`); NaN when there are none.
-pub fn nanmean(values: &[f64]) -> f64 {
+pub(crate) fn nanmean(values: &[f64]) -> f64 {
     let (sum, count) = values
         .iter()
         .filter(|v| !v.is_nan())
@@ -19,7 +19,7 @@ pub fn nanmean(values: &[f64]) -> f64 {
 /// `torch.std` (unbiased) when nothing is NaN. NaN with fewer than two non-NaN values.
 ///
 /// Computed as TRL does: the mean of the squared deviations, times `count / (count − 1)`.
-pub fn nanstd(values: &[f64]) -> f64 {
+pub(crate) fn nanstd(values: &[f64]) -> f64 {
     let count = values.iter().filter(|v| !v.is_nan()).count();
     if count < 2 {
         return f64::NAN;
@@ -36,7 +36,7 @@ pub fn nanstd(values: &[f64]) -> f64 {
 
 /// Whether `value` is close to zero as `torch.isclose(value, 0)` decides (absolute tolerance
 /// 1e-8); NaN is not close to anything.
-pub fn is_close_to_zero(value: f64) -> bool {
+pub(crate) fn is_close_to_zero(value: f64) -> bool {
     value.abs() <= 1e-8
 }
 

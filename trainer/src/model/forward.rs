@@ -43,10 +43,10 @@ pub struct CausalLm<E: Dtype, D: Device<E>> {
     /// the reference).
     pub kernels: KernelMode,
     /// Recompute each decoder layer in the backward pass instead of keeping its activations
-    /// (TRL's `gradient_checkpointing`; [`recompute::checkpoint`]).
+    /// (TRL's `gradient_checkpointing`; `recompute::checkpoint`).
     pub gradient_checkpointing: bool,
     /// Rows of the LM head and log-softmax computed at once with gradients (each chunk
-    /// recomputed in the backward pass, [`recompute::chunked`]); 0 chooses
+    /// recomputed in the backward pass, `recompute::chunked`); 0 chooses
     /// [`LOGITS_CHUNK_ELEMENTS`]` / vocab`, and a batch that fits one chunk runs unchunked.
     pub logits_chunk_rows: usize,
 }

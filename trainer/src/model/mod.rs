@@ -1,17 +1,17 @@
 //! A Llama/Qwen2-family causal language model on dfdx with runtime-shaped weights.
 //!
-//! [`config`] validates a Hugging Face `config.json`; [`params`] holds the weights by Hugging
+//! `config` validates a Hugging Face `config.json`; [`params`] holds the weights by Hugging
 //! Face name and the AdamW step; [`forward`] computes training log-probabilities and cached
-//! generation logits; [`safetensors_io`] reads and writes the weights. The model is generic over
+//! generation logits; `safetensors_io` reads and writes the weights. The model is generic over
 //! the dtype `E` (f32 for use, f64 for gradient checks) and the dfdx device `D` (`Cpu`, or
 //! `Cuda` with the `cuda` feature).
 
-pub mod config;
+mod config;
 pub mod forward;
 pub mod kernels;
 pub mod params;
-pub mod recompute;
-pub mod safetensors_io;
+mod recompute;
+pub(crate) mod safetensors_io;
 
 pub use config::{Family, ModelConfig};
 pub use forward::{CausalLm, KvCache, LOGITS_CHUNK_ELEMENTS, TokenBatch, TokenLogps};

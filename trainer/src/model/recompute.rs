@@ -27,7 +27,7 @@ type T2<E, D, T = NoneTape> = Tensor<(usize, usize), E, D, T>;
 
 /// A block that can be run again: a pure function of its input `[rows, width]` and of the
 /// parameters it lists, on any tape.
-pub trait Recompute<E: Dtype, D: Kernels<E>>: 'static {
+pub(super) trait Recompute<E: Dtype, D: Kernels<E>>: 'static {
     /// The block's forward pass.
     fn forward<T: Tape<E, D>>(&self, x: T2<E, D, T>) -> T2<E, D, T>;
     /// Every parameter whose gradient the block's backward pass adds to.
@@ -36,7 +36,7 @@ pub trait Recompute<E: Dtype, D: Kernels<E>>: 'static {
 
 /// `block.forward(x)`, keeping only `x` for the backward pass (see the module documentation).
 /// Without a tape this is just the forward pass.
-pub fn checkpoint<E, D, T, B>(x: T2<E, D, T>, block: B) -> T2<E, D, T>
+pub(super) fn checkpoint<E, D, T, B>(x: T2<E, D, T>, block: B) -> T2<E, D, T>
 where
     E: Dtype,
     D: Kernels<E>,
@@ -64,7 +64,7 @@ where
 /// `block.forward` receives the chunk's rows (`[chunk, width]`) and must return one output row
 /// per input row, `width_out` wide. Also returns what [`RowBlock::forward_aux`] computes
 /// alongside the forward pass (entropies), chunk after chunk.
-pub fn chunked<E, D, T, B>(
+pub(super) fn chunked<E, D, T, B>(
     x: T2<E, D, T>,
     rows_per_chunk: usize,
     block: B,
@@ -118,7 +118,7 @@ where
 
 /// A row-wise block for [`chunked`]: it knows which rows of the whole input a chunk covers
 /// (their targets, say).
-pub trait RowBlock<E: Dtype, D: Kernels<E>>: Recompute<E, D> + Sized {
+pub(super) trait RowBlock<E: Dtype, D: Kernels<E>>: Recompute<E, D> + Sized {
     /// The block restricted to rows `start..end`.
     fn with_range(&self, start: usize, end: usize) -> Self;
     /// The forward pass without a tape, with values computed alongside (one per row).

@@ -17,13 +17,13 @@ use super::params::{ModelParams, Param, expected_shapes};
 use crate::error::{Error, IoOp, Result};
 
 /// File name of a single-file checkpoint.
-pub const SINGLE_FILE: &str = "model.safetensors";
+pub(crate) const SINGLE_FILE: &str = "model.safetensors";
 /// File name of a sharded checkpoint's index.
-pub const INDEX_FILE: &str = "model.safetensors.index.json";
+pub(crate) const INDEX_FILE: &str = "model.safetensors.index.json";
 
 /// A host tensor: shape and row-major f32 data.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HostTensor {
+pub(crate) struct HostTensor {
     /// Shape, outermost first.
     pub shape: Vec<usize>,
     /// Row-major values.
@@ -33,7 +33,7 @@ pub struct HostTensor {
 /// Loads the model weights from a checkpoint directory holding `model.safetensors` or a sharded
 /// `model.safetensors.index.json` with its shards. Tensors not needed by `config` (such as a
 /// stored `lm_head.weight` when embeddings are tied) are ignored.
-pub fn load_params<E: Dtype, D: Device<E>>(
+pub(crate) fn load_params<E: Dtype, D: Device<E>>(
     dir: &Path,
     config: &ModelConfig,
     dev: &D,
@@ -73,7 +73,10 @@ pub fn load_params<E: Dtype, D: Device<E>>(
 }
 
 /// Saves the weights as one f32 `model.safetensors` with Hugging Face names.
-pub fn save_params<E: Dtype, D: Device<E>>(params: &ModelParams<E, D>, path: &Path) -> Result<()> {
+pub(crate) fn save_params<E: Dtype, D: Device<E>>(
+    params: &ModelParams<E, D>,
+    path: &Path,
+) -> Result<()> {
     let tensors = params
         .named()
         .into_iter()
@@ -121,7 +124,7 @@ fn shard_files(index: &Path) -> Result<BTreeMap<String, Vec<String>>> {
 }
 
 /// Reads tensors from one safetensors file as f32, all of them or only `only`.
-pub fn read_tensors(
+pub(crate) fn read_tensors(
     path: &Path,
     only: Option<&BTreeSet<String>>,
 ) -> Result<BTreeMap<String, HostTensor>> {
@@ -149,7 +152,7 @@ pub fn read_tensors(
 
 /// Writes f32 tensors to one safetensors file with `{"format": "pt"}` metadata, which
 /// `transformers` requires.
-pub fn write_tensors(tensors: &BTreeMap<String, HostTensor>, path: &Path) -> Result<()> {
+pub(crate) fn write_tensors(tensors: &BTreeMap<String, HostTensor>, path: &Path) -> Result<()> {
     let bytes: BTreeMap<&String, Vec<u8>> = tensors
         .iter()
         .map(|(name, t)| (name, t.data.iter().flat_map(|x| x.to_le_bytes()).collect()))
@@ -203,12 +206,12 @@ fn to_f32(name: &str, view: &TensorView<'_>) -> Result<Vec<f32>> {
 }
 
 /// A bfloat16 is the top half of an f32: shifting its bits left by 16 is exact.
-pub fn bf16_to_f32(bits: u16) -> f32 {
+pub(crate) fn bf16_to_f32(bits: u16) -> f32 {
     f32::from_bits(u32::from(bits) << 16)
 }
 
 /// IEEE 754 half precision to f32, exact for every value (subnormals, infinities, NaN).
-pub fn f16_to_f32(bits: u16) -> f32 {
+pub(crate) fn f16_to_f32(bits: u16) -> f32 {
     let sign = u32::from(bits >> 15) << 31;
     let exp = u32::from((bits >> 10) & 0x1f);
     let mant = u32::from(bits & 0x3ff);

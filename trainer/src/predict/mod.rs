@@ -1,10 +1,10 @@
 //! SWE-bench predictions from a model: one completion per task (prompted as in training),
-//! turned into a unified diff ([`patch::completion_patch`]). Rows without a code context get one
-//! from their repository first ([`retrieval`]: files ranked by [`ranking`], added within the
+//! turned into a unified diff (`patch::completion_patch`). Rows without a code context get one
+//! from their repository first ([`retrieval`]: files ranked by `ranking`, added within the
 //! prompt's token budget).
 
-pub mod patch;
-pub mod ranking;
+pub(crate) mod patch;
+mod ranking;
 pub mod retrieval;
 
 use crate::model::Kernels;

@@ -8,14 +8,14 @@ use swerve_swebench::Instance;
 
 /// The unified diff that `completion`'s edits make to `task`'s files, or `None` when the
 /// completion breaks the SWE-RL format (missing tags, no blocks, a SEARCH part not found).
-pub fn completion_patch(task: &Instance, completion: &str) -> Option<String> {
+pub(crate) fn completion_patch(task: &Instance, completion: &str) -> Option<String> {
     let edits = swerve_swe_rl::parse_and_apply(&task.code_context, completion).ok()?;
     Some(files_diff(&task.code_context, &edits.new_content))
 }
 
 /// A git-style unified diff (three context lines) turning `old` into `new` for every path of
 /// `new` whose text differs; a path missing from `old` is a new file.
-pub fn files_diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
+pub(crate) fn files_diff(old: &BTreeMap<String, String>, new: &BTreeMap<String, String>) -> String {
     let mut out = String::new();
     for (path, after) in new {
         let before = old.get(path);

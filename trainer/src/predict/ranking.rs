@@ -19,12 +19,12 @@
 use std::collections::{BTreeSet, HashMap};
 
 /// BM25's term-frequency saturation (Pyserini's default).
-pub const K1: f64 = 0.9;
+pub(super) const K1: f64 = 0.9;
 /// BM25's length normalisation (Pyserini's default).
-pub const B: f64 = 0.4;
+pub(super) const B: f64 = 0.4;
 
 /// The tokens of `text` (see the module documentation).
-pub fn tokens(text: &str) -> Vec<String> {
+pub(super) fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for word in text
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -63,7 +63,7 @@ fn parts(word: &str) -> Vec<String> {
 
 /// A BM25 index over one repository's files.
 #[derive(Debug, Clone)]
-pub struct Bm25 {
+pub(super) struct Bm25 {
     paths: Vec<String>,
     /// Per document: term → count.
     counts: Vec<HashMap<String, u32>>,
@@ -75,7 +75,7 @@ pub struct Bm25 {
 
 impl Bm25 {
     /// Indexes `files` (path, text): each document is the path, then the text.
-    pub fn new<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Bm25 {
+    pub(super) fn new<'a>(files: impl IntoIterator<Item = (&'a str, &'a str)>) -> Bm25 {
         let mut paths = Vec::new();
         let mut counts = Vec::new();
         let mut lengths = Vec::new();
@@ -109,19 +109,9 @@ impl Bm25 {
         }
     }
 
-    /// Documents indexed.
-    pub fn len(&self) -> usize {
-        self.paths.len()
-    }
-
-    /// Whether nothing is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.paths.is_empty()
-    }
-
     /// Every file with its score for `query`, best first; ties (and files no query term
     /// reaches, score 0) in path order.
-    pub fn rank(&self, query: &str) -> Vec<(String, f64)> {
+    pub(super) fn rank(&self, query: &str) -> Vec<(String, f64)> {
         let n = self.paths.len() as f64;
         let mut query_terms: Vec<String> = tokens(query);
         query_terms.sort();
@@ -157,7 +147,7 @@ impl Bm25 {
 
 /// The files a unified diff edits (its `+++ b/<path>` lines; `/dev/null`, a deletion, counts as
 /// the `--- a/<path>` side), in order of appearance, each once.
-pub fn oracle_files(patch: &str) -> Vec<String> {
+pub(super) fn oracle_files(patch: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut minus: Option<&str> = None;
     for line in patch.lines() {
@@ -183,7 +173,7 @@ pub fn oracle_files(patch: &str) -> Vec<String> {
 }
 
 /// Recall@k: the share of `gold` files among the first `k` of `ranked` (1 when `gold` is empty).
-pub fn recall_at(ranked: &[String], gold: &[String], k: usize) -> f64 {
+pub(super) fn recall_at(ranked: &[String], gold: &[String], k: usize) -> f64 {
     if gold.is_empty() {
         return 1.0;
     }
@@ -200,7 +190,7 @@ pub fn recall_at(ranked: &[String], gold: &[String], k: usize) -> f64 {
 /// A name is tried as written, then trimmed of backticks, quotes and `*`, of a `./` prefix, of a
 /// trailing `.`, `,` or `:`, of a `:<line>` suffix and of a diff's `a/` or `b/` prefix, and the
 /// first form that is a path counts.
-pub fn named_files(answer: &str, is_path: impl Fn(&str) -> bool) -> Vec<String> {
+pub(super) fn named_files(answer: &str, is_path: impl Fn(&str) -> bool) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |path: &str| {
         if !out.iter().any(|p| p == path) {

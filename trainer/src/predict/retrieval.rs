@@ -1,13 +1,13 @@
 //! `trainer predict` on rows that carry no `code_context` (SWE-bench rows): each row's
 //! repository is read at its base commit from a bare mirror (`<repos>/<owner>/<name>.git`, the
 //! layout `curate` reads, through [`swerve_mirror::Mirror`]), its files are ranked by a retriever
-//! ([`crate::predict::ranking`]), and files are added in rank order while the rendered prompt stays
+//! (`crate::predict::ranking`), and files are added in rank order while the rendered prompt stays
 //! within the token budget, counted with the model's own tokenizer.
 //!
 //! The `model` retriever localises, then repairs: the model sees the issue and the paths of the
 //! repository's files (as many, in path order, as fit the budget) in a localisation prompt
 //! rendered like the repair prompt ([`Prompter::render_localization`]), answers greedily through
-//! a [`Localize`], and the files of the tree it names ([`named_files`]) are its ranking. When it
+//! a [`Localize`], and the files of the tree it names (`named_files`) are its ranking. When it
 //! names none, BM25's ranking is used and the row's report says so (`fallback`); recall is
 //! measured on the model's own list either way.
 //!
@@ -100,7 +100,7 @@ pub struct Localization {
     pub paths_left_out: usize,
     /// The model's answer, decoded without special tokens.
     pub answer: String,
-    /// The files of the tree the answer names, in its order ([`named_files`]).
+    /// The files of the tree the answer names, in its order (`named_files`).
     pub named: Vec<String>,
 }
 

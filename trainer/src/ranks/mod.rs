@@ -17,7 +17,7 @@
 //! ([`crate::device::DeviceSpec::for_local_rank`]).
 
 #[cfg(feature = "mpi")]
-pub mod mpi;
+mod mpi;
 
 use std::ops::Range;
 use std::rc::Rc;

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 const CHUNK: usize = 1 << 30;
 
 /// The world communicator of an MPI job.
-pub struct MpiRanks {
+pub(super) struct MpiRanks {
     world: SimpleCommunicator,
     local_rank: usize,
     #[cfg(feature = "nccl")]
@@ -32,7 +32,7 @@ pub struct MpiRanks {
 
 impl MpiRanks {
     /// Initialises MPI (once per process).
-    pub fn init() -> Result<Self> {
+    pub(super) fn init() -> Result<Self> {
         let (universe, _threading) = mpi::initialize_with_threading(mpi::Threading::Funneled)
             .ok_or_else(|| Error::Ranks {
                 reason: "MPI was already initialised in this process".into(),

@@ -1,7 +1,7 @@
 //! The metrics file of a training run: one JSON object per optimiser step, appended as the run
 //! goes, with `step` and every metric under the name TRL logs it with. A NaN metric (undefined,
 //! e.g. a std over one value) is written as `null`. With [`ReportTo::Tensorboard`] every step
-//! also goes to a TensorBoard event file beside it ([`crate::report::tensorboard`]).
+//! also goes to a TensorBoard event file beside it (`crate::report::tensorboard`).
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! What a run reports: every step's metrics in `metrics.jsonl` ([`metrics_log`]), the same in a
-//! TensorBoard event file ([`tensorboard`]), and PNG curves drawn from the log at the end
-//! ([`plot`]).
+//! TensorBoard event file (`tensorboard`), and PNG curves drawn from the log at the end
+//! (`plot`).
 
 pub mod metrics_log;
-pub mod plot;
-pub mod tensorboard;
+pub(crate) mod plot;
+mod tensorboard;

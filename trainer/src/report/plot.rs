@@ -18,11 +18,11 @@ use crate::error::{Error, IoOp, Result};
 use crate::report::metrics_log::StepMetrics;
 
 /// Plot size in pixels.
-pub const SIZE: (u32, u32) = (800, 480);
+pub(crate) const SIZE: (u32, u32) = (800, 480);
 
 /// The embedded font (DejaVu Sans 2.37).
 /// The metrics plotted after a GRPO run.
-pub const GRPO_PLOTS: [&str; 9] = [
+pub(crate) const GRPO_PLOTS: [&str; 9] = [
     "reward",
     "reward_std",
     "frac_reward_zero_std",
@@ -35,7 +35,7 @@ pub const GRPO_PLOTS: [&str; 9] = [
 ];
 
 /// The metrics plotted after an SFT run.
-pub const SFT_PLOTS: [&str; 3] = ["loss", "entropy", "grad_norm"];
+pub(crate) const SFT_PLOTS: [&str; 3] = ["loss", "entropy", "grad_norm"];
 
 const FONT: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 
@@ -55,7 +55,7 @@ fn register_font() -> std::result::Result<(), String> {
 
 /// Draws one PNG per metric in `names` that has at least two defined values into `dir`, and
 /// `plots.json`; `run` names the run in each plot's title. Returns the files written.
-pub fn plot_metrics(
+pub(crate) fn plot_metrics(
     history: &[StepMetrics],
     names: &[&str],
     dir: &Path,
@@ -122,7 +122,7 @@ fn encode_png(pixels: &[u8]) -> std::result::Result<Vec<u8>, String> {
 }
 
 /// A trailing moving average over `window` points.
-pub fn moving_average(values: &[f64], window: usize) -> Vec<f64> {
+pub(crate) fn moving_average(values: &[f64], window: usize) -> Vec<f64> {
     let window = window.max(1);
     let mut sum = 0.0;
     values

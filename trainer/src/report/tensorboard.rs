@@ -22,19 +22,19 @@ use crate::error::{Error, IoOp, Result};
 use crate::report::metrics_log::StepMetrics;
 
 /// The prefix of every event file name.
-pub const FILE_PREFIX: &str = "events.out.tfevents.";
+pub(super) const FILE_PREFIX: &str = "events.out.tfevents.";
 
 /// The `file_version` of the first event.
-pub const FILE_VERSION: &str = "brain.Event:2";
+pub(super) const FILE_VERSION: &str = "brain.Event:2";
 
 /// The TensorBoard tag of a `metrics.jsonl` key: `train/<key>`, as Hugging Face's
 /// `TensorBoardCallback` rewrites the logs of a training step.
-pub fn tag(metric: &str) -> String {
+pub(super) fn tag(metric: &str) -> String {
     format!("train/{metric}")
 }
 
 /// CRC-32C (Castagnoli, reflected polynomial `0x82F63B78`), as TFRecord checksums use.
-pub fn crc32c(data: &[u8]) -> u32 {
+pub(super) fn crc32c(data: &[u8]) -> u32 {
     const TABLE: [u32; 256] = {
         let mut table = [0u32; 256];
         let mut i = 0;
@@ -60,12 +60,12 @@ pub fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// The masked CRC-32C a TFRecord stores: rotated right by 15 bits plus `0xA282EAD8`.
-pub fn masked_crc32c(data: &[u8]) -> u32 {
+pub(super) fn masked_crc32c(data: &[u8]) -> u32 {
     crc32c(data).rotate_right(15).wrapping_add(0xA282_EAD8)
 }
 
 /// One TFRecord around `data`.
-pub fn record(data: &[u8]) -> Vec<u8> {
+pub(super) fn record(data: &[u8]) -> Vec<u8> {
     let len = (data.len() as u64).to_le_bytes();
     let mut out = Vec::with_capacity(data.len() + 16);
     out.extend_from_slice(&len);
@@ -77,7 +77,7 @@ pub fn record(data: &[u8]) -> Vec<u8> {
 
 /// What an event carries besides its time and step.
 #[derive(Debug, Clone, PartialEq)]
-pub enum EventBody {
+pub(super) enum EventBody {
     /// The first event of a file.
     FileVersion(String),
     /// Scalars: tag → value.
@@ -86,7 +86,7 @@ pub enum EventBody {
 
 /// A TensorBoard `Event`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub(super) struct Event {
     /// Seconds since the Unix epoch.
     pub wall_time: f64,
     /// The training step.
@@ -114,7 +114,7 @@ impl Event {
     /// The event's protobuf encoding: `wall_time` (field 1, double), `step` (2, int64), then
     /// `file_version` (3, string) or `summary` (5: `Summary { repeated Value value = 1 }`,
     /// `Value { string tag = 1; float simple_value = 2 }`).
-    pub fn encode(&self) -> Vec<u8> {
+    pub(super) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.push((1 << 3) | 1);
         out.extend_from_slice(&self.wall_time.to_le_bytes());
@@ -140,7 +140,7 @@ impl Event {
 }
 
 /// The scalars event of one `metrics.jsonl` line.
-pub fn step_event(metrics: &StepMetrics, wall_time: f64) -> Event {
+pub(super) fn step_event(metrics: &StepMetrics, wall_time: f64) -> Event {
     Event {
         wall_time,
         step: i64::try_from(metrics.step).unwrap_or(i64::MAX),
@@ -157,7 +157,7 @@ pub fn step_event(metrics: &StepMetrics, wall_time: f64) -> Event {
 /// An event file being written; every event is flushed as it is written, so that TensorBoard
 /// shows a run while it goes.
 #[derive(Debug)]
-pub struct EventWriter {
+pub(super) struct EventWriter {
     path: PathBuf,
 }
 
@@ -188,7 +188,7 @@ fn hostname() -> String {
 }
 
 /// The event files (`events.out.tfevents.*`) in `dir`, sorted by name.
-pub fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(super) fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     if !dir.is_dir() {
         return Ok(files);
@@ -206,7 +206,7 @@ pub fn event_files(dir: &Path) -> Result<Vec<PathBuf>> {
 impl EventWriter {
     /// Starts a new event file in `dir` holding `kept` (the steps a resumed run keeps), written
     /// whole, then removes the event files that were there.
-    pub fn create(dir: &Path, kept: &[StepMetrics]) -> Result<Self> {
+    pub(super) fn create(dir: &Path, kept: &[StepMetrics]) -> Result<Self> {
         let old = event_files(dir)?;
         let wall_time = now();
         let path = dir.join(format!(
@@ -233,13 +233,8 @@ impl EventWriter {
         Ok(Self { path })
     }
 
-    /// The event file.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends one step's scalars.
-    pub fn append(&mut self, metrics: &StepMetrics) -> Result<()> {
+    pub(super) fn append(&mut self, metrics: &StepMetrics) -> Result<()> {
         let mut file = fs_err::OpenOptions::new()
             .append(true)
             .open(&self.path)
@@ -316,9 +311,9 @@ mod tests {
         assert!(!stale.exists());
         assert_eq!(
             event_files(dir.path()).unwrap(),
-            vec![writer.path().to_owned()]
+            vec![writer.path.to_owned()]
         );
-        let bytes = fs_err::read(writer.path()).unwrap();
+        let bytes = fs_err::read(&writer.path).unwrap();
         let first = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
         assert_eq!(
             bytes.len(),

@@ -9,7 +9,7 @@ use crate::train::driver::RunError;
 
 /// The padding id: the config's `pad_token_id`, else its first EOS id, else 0. Padding is
 /// always masked, so the choice only has to be a valid id.
-pub fn pad_token<D: Kernels<f32>>(model: &CausalLm<f32, D>) -> u32 {
+pub(crate) fn pad_token<D: Kernels<f32>>(model: &CausalLm<f32, D>) -> u32 {
     model
         .config
         .raw
@@ -22,7 +22,7 @@ pub fn pad_token<D: Kernels<f32>>(model: &CausalLm<f32, D>) -> u32 {
 
 /// A packed batch.
 #[derive(Debug, Clone)]
-pub struct Packed {
+pub(crate) struct Packed {
     /// Token ids and attention mask.
     pub batch: TokenBatch,
     /// The column where completions start (the longest prompt's length).
@@ -33,15 +33,15 @@ pub struct Packed {
     pub completion_mask: Vec<f64>,
 }
 
-/// Packs `(prompt, completion)` pairs; `pad` fills the padding (masked out).
-pub fn pack(pairs: &[(&[u32], &[u32])], pad: u32) -> Result<Packed> {
-    pack_to(pairs, pad, (0, 0))
-}
-
-/// [`pack`] into at least `(prompt, completion)` columns: a data-parallel rank packs its share
-/// of a micro-batch as wide as the whole micro-batch, so that its rows go through the same
-/// shapes, and round the same, as in one process.
-pub fn pack_to(pairs: &[(&[u32], &[u32])], pad: u32, at_least: (usize, usize)) -> Result<Packed> {
+/// Packs `(prompt, completion)` pairs into at least `(prompt, completion)` columns; `pad` fills
+/// the padding (masked out). A data-parallel rank packs its share of a micro-batch as wide as
+/// the whole micro-batch, so that its rows go through the same shapes, and round the same, as
+/// in one process.
+pub(crate) fn pack_to(
+    pairs: &[(&[u32], &[u32])],
+    pad: u32,
+    at_least: (usize, usize),
+) -> Result<Packed> {
     let p = pairs.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
     let c = pairs.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
     let (p, c) = if p == 0 || c == 0 {
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn prompts_left_completions_right() {
-        let packed = pack(&[(&[1, 2], &[3]), (&[4], &[5, 6])], 0).unwrap();
+        let packed = pack_to(&[(&[1, 2], &[3]), (&[4], &[5, 6])], 0, (0, 0)).unwrap();
         assert_eq!(packed.completion_start, 2);
         assert_eq!(packed.batch.ids(), &[1, 2, 3, 0, 0, 4, 5, 6]);
         assert_eq!(

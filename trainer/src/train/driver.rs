@@ -103,7 +103,7 @@ pub enum RunError {
 
 /// What a run continues with besides its model: the optimiser and the run's state, from a
 /// checkpoint.
-pub type Resume<D> = (AdamW<f32, D>, RunState);
+pub(crate) type Resume<D> = (AdamW<f32, D>, RunState);
 
 /// What a training loop optimises, and how one optimiser step's gradients are computed; the
 /// [`Trainer`] does the rest. A new loop implements this and runs on the same driver.

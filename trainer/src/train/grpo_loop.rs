@@ -1,8 +1,8 @@
 //! The GRPO training loop, as TRL's `GRPOTrainer` runs it: sample G completions per prompt with the policy, score
 //! them with the reward functions, turn rewards into group advantages, and update the policy
 //! with the clipped, optionally KL-penalised objective of [`crate::train::grpo_objective`], normalised by
-//! the configured `loss_type`. [`Grpo`] is the loop's [`Objective`]; the training driver
-//! ([`crate::train::driver`]) runs its steps, logs and checkpoints them.
+//! the configured `loss_type`. [`Grpo`] is the loop's `Objective`; the training driver
+//! (`crate::train::driver`) runs its steps, logs and checkpoints them.
 //!
 //! The loop follows TRL's schedule of micro-steps. A generation batch of
 //! `generation_batch_size` completions is sampled every `steps_per_generation × num_iterations`
@@ -143,7 +143,7 @@ impl<'s> ExecutionSubmitter<'s> {
     }
 }
 
-/// GRPO as an [`Objective`] of the training driver: the tasks and their prompts, the frozen (or
+/// GRPO as an `Objective` of the training driver: the tasks and their prompts, the frozen (or
 /// synced) reference, and the buffered micro-batches of the current generation batch.
 pub struct Grpo<'a, D: Kernels<f32>> {
     config: GrpoConfig,

@@ -150,7 +150,7 @@ pub enum ExecuteError {
 /// harness) so that execution-aware reward plugins see `Sample.execution`.
 ///
 /// The trainer submits each completion as soon as the model has finished it, after turning its
-/// SEARCH/REPLACE edits into a unified diff ([`crate::predict::patch::completion_patch`]; an empty patch
+/// SEARCH/REPLACE edits into a unified diff (`crate::predict::patch::completion_patch`; an empty patch
 /// when the completion has none), and waits for every result only before scoring, so that
 /// sandboxes run while the rest of the batch is still being generated. Failures of the
 /// infrastructure belong in [`Execution::infra_error`], not in an `Err`: the sample is still

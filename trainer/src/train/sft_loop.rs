@@ -4,7 +4,7 @@
 //! a warm-up and decay schedule and gradient accumulation, as in TRL's `SFTTrainer` with
 //! `completion_only_loss`.
 //!
-//! [`Sft`] is the loop's [`Objective`]; the training driver ([`crate::train::driver`]) runs its
+//! [`Sft`] is the loop's `Objective`; the training driver (`crate::train::driver`) runs its
 //! steps, logs and checkpoints them. Examples are visited epoch by epoch in a seeded order; like
 //! GRPO, the run is a function of its seed and resumes exactly from a checkpoint.
 //!
@@ -104,7 +104,7 @@ impl SftConfig {
 /// A tokenised example: prompt ids and completion ids (EOS included).
 type Tokenised = (Vec<u32>, Vec<u32>);
 
-/// Supervised fine-tuning as an [`Objective`] of the training driver: the examples, tokenised,
+/// Supervised fine-tuning as an `Objective` of the training driver: the examples, tokenised,
 /// and the settings.
 pub struct Sft {
     config: SftConfig,

@@ -3,7 +3,7 @@
 //! [`Kernels`] names the blocks a decoder layer is made of (linear layers, RMSNorm, RoPE,
 //! masked grouped-query attention, SwiGLU and the token log-probabilities), the two halves of a
 //! layer built from them, and AdamW's passes over the parameters. Its default methods compose
-//! each block from dfdx 0.13 operations ([`reference`](mod@reference)); that is what the CUDA
+//! each block from dfdx 0.13 operations (`reference`); that is what the CUDA
 //! device runs, and what the CPU runs with [`KernelMode::Reference`]. The CPU's
 //! [`KernelMode::Fused`] (the default) runs [`cpu`]'s one-pass kernels instead, which record
 //! their own backward passes on dfdx's tape. Both give the same values and gradients to
@@ -11,7 +11,7 @@
 //! PyTorch logits fixture run on the fused path.
 
 pub mod cpu;
-pub mod reference;
+mod reference;
 
 pub use cpu::math::HostMatrix;
 

@@ -15,7 +15,7 @@ fn scalar<E: Dtype>(x: f64) -> E {
 }
 
 /// `x Wᵀ (+ b) (+ residual)` on `[n, in]`.
-pub fn linear<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub(super) fn linear<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: T2<E, D, T>,
     weight: &Matrix<E, D>,
     bias: Option<&Vector<E, D>>,
@@ -36,7 +36,7 @@ pub fn linear<E: Dtype, D: Device<E>, T: Tape<E, D>>(
 }
 
 /// RMSNorm as Hugging Face computes it: `w · x / sqrt(mean(x²) + eps)` over the last axis.
-pub fn rms_norm<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub(super) fn rms_norm<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: T2<E, D, T>,
     weight: &Vector<E, D>,
     eps: f64,
@@ -51,7 +51,7 @@ pub fn rms_norm<E: Dtype, D: Device<E>, T: Tape<E, D>>(
 
 /// Rotary embedding of `[rows, len, heads, head_dim]` without `slice`:
 /// `x·cos + roll(x, head_dim/2)·sin_signed` equals Hugging Face's `x·cos + rotate_half(x)·sin`.
-pub fn rope<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub(super) fn rope<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     x: T4<E, D, T>,
     cos: &T2<E, D>,
     sin: &T2<E, D>,
@@ -65,7 +65,7 @@ pub fn rope<E: Dtype, D: Device<E>, T: Tape<E, D>>(
 
 /// Grouped-query attention of `q: [b, s, heads, hd]` over `k`, `v: [b, total, kv_heads, hd]`
 /// with the context's additive mask; returns `[b·s, heads·hd]`.
-pub fn attention<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub(super) fn attention<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     q: T4<E, D, T>,
     k: T4<E, D, T>,
     v: T4<E, D, T>,
@@ -99,7 +99,7 @@ pub fn attention<E: Dtype, D: Device<E>, T: Tape<E, D>>(
 }
 
 /// `gate · sigmoid(gate) · up`.
-pub fn swiglu<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub(super) fn swiglu<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     gate: T2<E, D, T>,
     up: T2<E, D, T>,
 ) -> T2<E, D, T> {
@@ -109,7 +109,7 @@ pub fn swiglu<E: Dtype, D: Device<E>, T: Tape<E, D>>(
 /// Log-probabilities of `targets` under `log_softmax(logits / temperature)`, and entropies,
 /// both with gradients (the log-probabilities hold the forward's tape; the entropies' own tape
 /// holds their few operations and joins it in the loss).
-pub fn token_logps<E: Dtype, D: Device<E>, T: Tape<E, D>>(
+pub(super) fn token_logps<E: Dtype, D: Device<E>, T: Tape<E, D>>(
     logits: T2<E, D, T>,
     targets: &[usize],
     temperature: f64,
@@ -129,7 +129,7 @@ pub fn token_logps<E: Dtype, D: Device<E>, T: Tape<E, D>>(
 
 /// PyTorch's AdamW update for one tensor (`torch.optim.AdamW`, `amsgrad = false`) with the
 /// gradient of `p` in `grads` (zeros when it has none), scaled by the clipping factor first.
-pub fn adamw_update<S: Shape, E: Dtype, D: Device<E>>(
+pub(super) fn adamw_update<S: Shape, E: Dtype, D: Device<E>>(
     p: &mut Tensor<S, E, D>,
     grads: &mut Gradients<E, D>,
     m: &mut Tensor<S, E, D>,
@@ -145,7 +145,7 @@ pub fn adamw_update<S: Shape, E: Dtype, D: Device<E>>(
 }
 
 /// `Σ g²` over the gradient of `t` (0 when it has none).
-pub fn grad_sq_sum<S: Shape, E: Dtype, D: Device<E>>(
+pub(super) fn grad_sq_sum<S: Shape, E: Dtype, D: Device<E>>(
     grads: &mut Gradients<E, D>,
     t: &Tensor<S, E, D>,
 ) -> f64 {

@@ -65,7 +65,7 @@ where
 
 /// Runs the new tokens through the model on top of `cache`, appends their keys and values to
 /// it, and returns the logits of each sequence's last new position, `[rows, vocab]`.
-pub fn forward<F: CpuFloat>(
+pub(crate) fn forward<F: CpuFloat>(
     w: &HostWeights<F>,
     cache: &mut HostKv<F>,
     input: DecodeInput<'_, F>,

@@ -3,10 +3,10 @@
 //! dfdx 0.13 composes each layer from many small element-wise operations; on the CPU every one
 //! walks its operands element by element through broadcast strides and allocates a fresh
 //! buffer, so a transformer step spends most of its time outside the matrix products. Here a
-//! whole half of a decoder layer is one operation ([`blocks`]: RMSNorm → q/k/v → RoPE → masked
+//! whole half of a decoder layer is one operation (`blocks`: RMSNorm → q/k/v → RoPE → masked
 //! attention → output projection + residual; RMSNorm → gate/up → SwiGLU → down projection +
 //! residual), and the remaining pieces (final norm, LM head, token log-probabilities) are one
-//! operation each ([`ops`]). They run [`math`]'s slice kernels: matrix products from the `gemm`
+//! operation each (`ops`). They run [`math`]'s slice kernels: matrix products from the `gemm`
 //! crate (AVX-512 micro-kernels where the CPU has them), element-wise loops compiled for the
 //! CPU's vector width, rows spread over rayon's threads. Each forward adds one backward closure
 //! to the tape that computes the gradients dfdx would (checked against the reference
@@ -27,11 +27,11 @@
 //!
 //! The `unsafe` these kernels need lives in [`math`] only.
 
-pub mod blocks;
-pub mod decode;
+mod blocks;
+pub(crate) mod decode;
 pub mod math;
-pub mod ops;
-pub mod optim;
+mod ops;
+mod optim;
 
 use dfdx::prelude::*;
 

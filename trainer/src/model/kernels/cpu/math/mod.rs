@@ -2,9 +2,9 @@
 //! `ops.rs` wraps them as dfdx operations; `blocks.rs` chains them into whole decoder-layer
 //! halves. Backward functions add into their gradient buffers (`+=`), as dfdx's do.
 //!
-//! By what they compute: matrix products and linear layers ([`linear`], on `gemm`, with
-//! decoding's few-row products), RMSNorm ([`norm`]), rotary embeddings ([`rope`]), masked
-//! attention ([`attention`]), SwiGLU ([`swiglu`]) and token log-probabilities ([`logps`]); this
+//! By what they compute: matrix products and linear layers (`linear`, on `gemm`, with
+//! decoding's few-row products), RMSNorm (`norm`), rotary embeddings (`rope`), masked
+//! attention (`attention`), SwiGLU (`swiglu`) and token log-probabilities (`logps`); this
 //! module holds what they share: the float trait, vector-width loops and lane reductions, and
 //! the pointer types rayon tasks write disjoint regions through.
 //!
@@ -16,12 +16,12 @@
 
 use rayon::prelude::*;
 
-pub mod attention;
-pub mod linear;
-pub mod logps;
-pub mod norm;
-pub mod rope;
-pub mod swiglu;
+mod attention;
+mod linear;
+mod logps;
+mod norm;
+mod rope;
+mod swiglu;
 
 pub use attention::{AttnShape, attn_bwd, attn_fwd, attn_fwd_strided};
 pub use linear::{
