@@ -218,7 +218,7 @@ pub fn parse_jsonl_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
 /// of the usual codecs). Each row becomes the JSON object its columns spell, then an
 /// [`Instance`], so list and string test columns, and number or string versions, are read the
 /// same way as in JSON.
-pub fn read_parquet_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
+pub(crate) fn read_parquet_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let decode = |source| DatasetError::Parquet {
         path: path.to_owned(),

@@ -140,7 +140,7 @@ pub enum GradeError {
 }
 
 /// The parser for a row: its `log_parser` name (v5), else the repository's parser (v4 rows).
-pub fn parser_for(instance: &Instance) -> Result<Parser, GradeError> {
+pub(crate) fn parser_for(instance: &Instance) -> Result<Parser, GradeError> {
     let parser = match &instance.log_parser {
         Some(name) => Parser::from_log_parser_name(name),
         None => Parser::for_repo(&instance.repo),
@@ -253,7 +253,7 @@ fn apply_status_map(
 /// for an id with more `[` than `]` (a parametrised id the dataset truncated), the keys that
 /// start with it, provided there is at least one and they all agree on pass (`PASSED`/`XFAIL`)
 /// versus not-pass — then the first such key in map order.
-pub fn resolve_test<'m>(test: &str, map: &'m StatusMap) -> Option<&'m Status> {
+pub(crate) fn resolve_test<'m>(test: &str, map: &'m StatusMap) -> Option<&'m Status> {
     if let Some(status) = map.get(test) {
         return Some(status);
     }
@@ -338,7 +338,7 @@ pub fn tests_status(
 
 /// The resolution status: with `f2p` and `p2p` the success ratios (1 when a category is
 /// empty), `Full` iff both are 1, `Partial` iff 0 < f2p < 1 and p2p is 1, else `No`.
-pub fn resolution_status(tests: &TestsStatus) -> ResolutionStatus {
+pub(crate) fn resolution_status(tests: &TestsStatus) -> ResolutionStatus {
     let f2p = &tests.fail_to_pass;
     let p2p_all = tests.pass_to_pass.failure.is_empty();
     if f2p.failure.is_empty() && p2p_all {

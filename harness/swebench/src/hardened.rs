@@ -31,7 +31,7 @@ pub struct HardenedRegion {
 }
 
 /// The text between the nonce-tagged start marker and the nonce-tagged end marker.
-pub fn hardened_section<'t>(
+pub(crate) fn hardened_section<'t>(
     log: &'t LogText<'_>,
     region: &HardenedRegion,
 ) -> Result<&'t str, LogProblem> {

@@ -47,7 +47,7 @@ impl Default for Dumps {
 
 impl Dumps {
     /// `json.dumps(value, indent=4)`: how SWE-bench writes its report files.
-    pub const REPORT: Dumps = Dumps {
+    pub(crate) const REPORT: Dumps = Dumps {
         indent: Some(4),
         sort_keys: false,
         ensure_ascii: true,
@@ -82,7 +82,7 @@ pub fn dumps_default<T: Serialize + ?Sized>(value: &T) -> String {
 }
 
 /// Python's `repr` of a float, which is what `json.dumps` writes for a finite one.
-pub fn float_repr(x: f64) -> String {
+pub(crate) fn float_repr(x: f64) -> String {
     if x.is_nan() {
         return "NaN".into();
     }

@@ -275,7 +275,7 @@ pub fn render_run_report(report: &RunReport) -> String {
 }
 
 /// The run report's file name: `<model_name_or_path with '/' → '__'>.<run_id>.json`.
-pub fn run_report_file_name(model_name_or_path: &str, run_id: &str) -> String {
+pub(crate) fn run_report_file_name(model_name_or_path: &str, run_id: &str) -> String {
     format!("{}.{run_id}.json", model_name_or_path.replace('/', "__"))
 }
 

@@ -252,7 +252,7 @@ fn task_dirs(root: &Path) -> Result<Vec<PathBuf>, TaskRepoError> {
 }
 
 /// Reads one task folder as the row SWE-bench's `load_task` makes of it.
-pub fn read_task(dir: &Path) -> Result<TaskFolder, TaskRepoError> {
+pub(crate) fn read_task(dir: &Path) -> Result<TaskFolder, TaskRepoError> {
     let read = |name: &str| -> Result<String, TaskRepoError> {
         let path = dir.join(name);
         // Bytes as they are: CRLF inside a patch survives, as Python's newline="" keeps it.
