@@ -54,7 +54,7 @@ fn default_max_paths() -> usize {
 
 /// Why the endpoint gave no reply the caller can use. Each names the URL asked.
 #[derive(Debug, thiserror::Error)]
-pub enum EndpointError {
+pub(crate) enum EndpointError {
     /// The server answered with an HTTP error status (4xx, 5xx).
     #[error("{url} answered with HTTP status {status}")]
     Status {
@@ -95,7 +95,7 @@ pub enum EndpointError {
 const CONTENT: &str = "choices[0].message.content";
 
 /// A connected client.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     config: EndpointConfig,
     api_key: Option<String>,
     agent: ureq::Agent,
@@ -108,7 +108,7 @@ repository paths only, one per line, most relevant first, nothing else.";
 
 impl Endpoint {
     /// A client for `config` (reads the API key variable once).
-    pub fn new(config: &EndpointConfig) -> Endpoint {
+    pub(crate) fn new(config: &EndpointConfig) -> Endpoint {
         let agent_config = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(config.timeout_s)))
             .build();
@@ -133,7 +133,7 @@ impl Endpoint {
     }
 
     /// Paths the model suggests, in its order (unvalidated).
-    pub fn suggest(
+    pub(crate) fn suggest(
         &self,
         issue: &str,
         edited: &[&str],
@@ -150,7 +150,7 @@ impl Endpoint {
     }
 
     /// One chat completion at temperature 0 with a fixed seed: the reply's text.
-    pub fn chat(
+    pub(crate) fn chat(
         &self,
         system: &str,
         user: &str,
@@ -204,7 +204,7 @@ impl Endpoint {
 }
 
 /// Paths in a model's answer: one per line, list markers, numbering and quotes removed.
-pub fn parse_paths(content: &str) -> Vec<String> {
+pub(crate) fn parse_paths(content: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for line in content.lines() {
         let mut line = line.trim();

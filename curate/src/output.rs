@@ -128,7 +128,7 @@ impl Rejected {
 }
 
 /// The detail of a duplicate's rejection.
-pub fn duplicate_detail(original: &str) -> String {
+pub(crate) fn duplicate_detail(original: &str) -> String {
     format!("same code patch as {original}")
 }
 
@@ -159,7 +159,7 @@ impl DedupEntry {
 
 /// For every entry, in any order: which `(repo, number)` duplicates which `owner/name#N`
 /// (see `crate::dedup::duplicates`).
-pub fn duplicate_map(entries: &[DedupEntry]) -> HashMap<(String, u64), String> {
+pub(crate) fn duplicate_map(entries: &[DedupEntry]) -> HashMap<(String, u64), String> {
     let keys: Vec<crate::dedup::Candidate<'_>> = entries
         .iter()
         .map(|e| crate::dedup::Candidate {
@@ -262,7 +262,7 @@ pub struct Funnel {
 }
 
 /// At most this many input problems are listed (all are counted).
-pub const MAX_PROBLEMS: usize = 1000;
+pub(crate) const MAX_PROBLEMS: usize = 1000;
 
 impl Funnel {
     /// The funnel of the rows counted in `rows`.

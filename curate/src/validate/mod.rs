@@ -25,7 +25,8 @@ mod stages;
 mod state;
 
 pub use rows::TASK_REPO;
-pub use state::{STATE_FILE, TaskEnd, Verdict};
+pub(crate) use state::{STATE_FILE, TaskEnd};
+pub use state::Verdict;
 
 use rows::{TaskRow, read_tasks, write_outputs};
 use stages::{Runnable, Stages};
@@ -164,7 +165,7 @@ impl ValidateFunnel {
     /// Adds what an array task of a Slurm run did (its containers, images, model answers and
     /// stage seconds) to this funnel; what the output files decide is counted when they are
     /// written.
-    pub fn absorb(&mut self, task: &ValidateFunnel) {
+    pub(crate) fn absorb(&mut self, task: &ValidateFunnel) {
         for (stage, seconds) in &task.stage_seconds {
             self.add_seconds(stage, *seconds);
         }

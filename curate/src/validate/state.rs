@@ -15,7 +15,7 @@ use super::DropReason;
 
 /// How one task ended: a line of `validate_state.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskEnd {
+pub(crate) struct TaskEnd {
     /// The task's content key (its row's digest): an edited row is validated again.
     pub key: String,
     /// The instance id.
@@ -59,7 +59,7 @@ pub enum Verdict {
 }
 
 /// The state file in the output folder.
-pub const STATE_FILE: &str = "validate_state.jsonl";
+pub(crate) const STATE_FILE: &str = "validate_state.jsonl";
 
 /// Whether an earlier end is redone on resume (an infrastructure failure).
 pub(super) fn is_retried(end: &TaskEnd) -> bool {
