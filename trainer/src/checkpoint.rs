@@ -22,7 +22,7 @@ use crate::model::{AdamW, AdamWConfig, CausalLm, ModelParams};
 use crate::train::driver::RunError;
 
 /// Optimiser moments file.
-pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+pub(crate) const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 /// The resume state file: [`RunState`] with the optimiser's step and settings.
 pub const RUN_STATE_FILE: &str = "swerve_run_state.json";
 /// The resume file of checkpoints of earlier swerve versions (and the Hugging Face Trainer's own
@@ -87,7 +87,7 @@ impl Default for RunState {
 impl RunState {
     /// Refuses to continue this state on `ranks` ranks when it was written by another number:
     /// the global batch and each rank's place in the data depend on it.
-    pub fn check_ranks(&self, ranks: usize) -> crate::error::Result<()> {
+    pub(crate) fn check_ranks(&self, ranks: usize) -> crate::error::Result<()> {
         if self.num_processes == ranks as u64 {
             return Ok(());
         }
@@ -110,7 +110,7 @@ struct ResumeFile {
 }
 
 /// What a training checkpoint restores: the model, its optimiser and the run state.
-pub type Resumed<D> = (CausalLm<f32, D>, AdamW<f32, D>, RunState);
+pub(crate) type Resumed<D> = (CausalLm<f32, D>, AdamW<f32, D>, RunState);
 
 /// The folder of a checkpoint that holds the run's reference model's weights, when the run
 /// changes them (GRPO's `sync_ref_model`).

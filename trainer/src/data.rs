@@ -56,7 +56,7 @@ fn encode_with_special_tokens() -> bool {
 
 /// Reads a JSONL file of `{"prompt": ..., "completion": ...}` lines (with
 /// `"add_special_tokens": false` on a line whose prompt already starts with the model's BOS).
-pub fn read_sft_examples(path: &Path) -> Result<Vec<SftExample>> {
+pub(crate) fn read_sft_examples(path: &Path) -> Result<Vec<SftExample>> {
     read_jsonl(path)
 }
 
@@ -173,7 +173,7 @@ impl Prompter {
 }
 
 /// The thought of gold completions: short, because it says nothing the edits do not.
-pub const GOLD_THOUGHT: &str = "Make the change the issue asks for.";
+pub(crate) const GOLD_THOUGHT: &str = "Make the change the issue asks for.";
 
 /// The gold completion of `task` in the SWE-RL format: one SEARCH/REPLACE block per changed
 /// region of each file (CPython `difflib` grouping with two context lines, as
@@ -219,7 +219,7 @@ fn render_block(path: &str, search: &str, replace: &str) -> String {
 
 /// SFT examples from tasks: each task's prompt with its gold completion, encoded as `prompter`
 /// says (without the tokenizer's BOS for a chat template, which writes its own).
-pub fn gold_examples(tasks: &[Instance], prompter: &Prompter) -> Result<Vec<SftExample>> {
+pub(crate) fn gold_examples(tasks: &[Instance], prompter: &Prompter) -> Result<Vec<SftExample>> {
     tasks
         .iter()
         .map(|t| {

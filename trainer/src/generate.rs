@@ -107,7 +107,7 @@ pub fn generate<E: Dtype, D: Kernels<E>>(
 /// (at its EOS, or when the limit ends every row still running), so that the caller can start
 /// working on it while the other rows are still being sampled. The result is the same as
 /// [`generate`]'s.
-pub fn generate_streaming<E: Dtype, D: Kernels<E>>(
+pub(crate) fn generate_streaming<E: Dtype, D: Kernels<E>>(
     model: &CausalLm<E, D>,
     prompts: &[Vec<u32>],
     config: &SamplingConfig,

@@ -24,12 +24,12 @@ static BASELINE: OnceLock<u64> = OnceLock::new();
 
 /// The resident memory of this process when [`init`] ran: the binary, its libraries and the
 /// thread pool, before any model is loaded. `None` before `init` or off Linux.
-pub fn baseline_rss() -> Option<u64> {
+pub(crate) fn baseline_rss() -> Option<u64> {
     BASELINE.get().copied()
 }
 
 /// This process's resident memory now (`VmRSS`), in bytes; `None` off Linux.
-pub fn resident_bytes() -> Option<u64> {
+pub(crate) fn resident_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -43,7 +43,7 @@ use swerve_swebench::Instance;
 
 /// `model_name_or_path` of the demo's predictions (`harness run` names its run report
 /// `swerve-mini-tiny.<run id>.json` after it).
-pub const PREDICTIONS_MODEL_NAME: &str = "swerve-mini-tiny";
+pub(crate) const PREDICTIONS_MODEL_NAME: &str = "swerve-mini-tiny";
 
 /// The bundled run's settings (`trainer/configs/swerve-mini-tiny.toml`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -328,7 +328,7 @@ fn run_on<D: Kernels<f32>>(
 }
 
 /// The tasks as the demo shows them: the issue cut to its title when asked.
-pub fn demo_tasks(tasks: &[Instance], title_only: bool) -> Vec<Instance> {
+pub(crate) fn demo_tasks(tasks: &[Instance], title_only: bool) -> Vec<Instance> {
     tasks
         .iter()
         .map(|t| Instance {

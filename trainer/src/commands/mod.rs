@@ -107,9 +107,9 @@ pub fn plugin_host_config() -> HostConfig {
 }
 
 /// The split a training command reads from a dataset folder (`train.jsonl`).
-pub const TRAIN_SPLIT: &str = "train";
+pub(crate) const TRAIN_SPLIT: &str = "train";
 /// The split `predict` reads from a dataset folder (`test.jsonl`), as `harness run` does.
-pub const TEST_SPLIT: &str = "test";
+pub(crate) const TEST_SPLIT: &str = "test";
 
 /// `--execute`: run each completion's patch in the Docker sandbox before scoring, as `harness
 /// run` would, so that execution rewards (the `tests-fixed` plugin) see the test results.
@@ -492,7 +492,7 @@ pub const DEFAULT_LOCALIZE_MAX_NEW_TOKENS: usize = 128;
 
 /// `<output>` with `.retrieval.jsonl` in place of its extension: where retrieval's per-row
 /// report goes.
-pub fn retrieval_report_path(output: &Path) -> PathBuf {
+pub(crate) fn retrieval_report_path(output: &Path) -> PathBuf {
     output.with_extension("retrieval.jsonl")
 }
 

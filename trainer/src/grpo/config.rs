@@ -220,7 +220,7 @@ impl GrpoConfig {
 
     /// The settings a TOML text spells (TRL's names; missing keys take TRL's defaults), not yet
     /// [validated](Self::validate): errors are the text's own (syntax, unknown keys, types).
-    pub fn parse_toml(text: &str) -> Result<Self, GrpoError> {
+    pub(crate) fn parse_toml(text: &str) -> Result<Self, GrpoError> {
         toml::from_str(text).map_err(|source| GrpoError::ConfigParse {
             key: offending_key(text, &source),
             message: source.message().to_owned(),

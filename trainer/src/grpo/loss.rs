@@ -136,7 +136,7 @@ impl LossType {
 
     /// Whether the policy term is PPO's clipped surrogate (and the `clip_ratio/*` metrics are
     /// logged).
-    pub fn is_clipped(self) -> bool {
+    pub(crate) fn is_clipped(self) -> bool {
         matches!(
             self,
             LossType::Grpo | LossType::Bnpo | LossType::DrGrpo | LossType::Dapo | LossType::Luspo
@@ -272,12 +272,12 @@ impl ObjectiveParams {
 
     /// Whether the policy term is restricted to high-entropy tokens (`top_entropy_quantile` <
     /// 1), so that token entropies are needed.
-    pub fn masks_entropy(&self) -> bool {
+    pub(crate) fn masks_entropy(&self) -> bool {
         self.top_entropy_quantile < 1.0
     }
 
     /// Whether token entropies are needed at all (entropy mask or entropy bonus).
-    pub fn needs_entropies(&self) -> bool {
+    pub(crate) fn needs_entropies(&self) -> bool {
         self.masks_entropy() || self.entropy_coef != 0.0
     }
 }
@@ -331,7 +331,7 @@ impl<'a> LossInputs<'a> {
     /// Checks that all matrices have the same shape as `cur_logps` and that the reference
     /// log-probs and entropies are there when `params` needs them; returns the number of
     /// completions.
-    pub fn check_shapes(&self, params: &ObjectiveParams) -> Result<usize, GrpoError> {
+    pub(crate) fn check_shapes(&self, params: &ObjectiveParams) -> Result<usize, GrpoError> {
         let rows = self.cur_logps.len();
         check_len("advantages", rows, self.advantages.len())?;
         let mut matrices = vec![("completion_mask", self.completion_mask)];
@@ -412,7 +412,7 @@ impl Normalisation {
     }
 
     /// The `dapo` divisor: `max(N, 1) / P · GAS / SPG`.
-    pub fn dapo_normaliser(&self) -> f64 {
+    pub(crate) fn dapo_normaliser(&self) -> f64 {
         self.num_items_in_batch.max(1.0) / self.num_processes as f64
             * self.gradient_accumulation_steps as f64
             / self.steps_per_generation as f64
@@ -1100,7 +1100,7 @@ pub fn evaluate(
 
 /// TRL's logged value of each metric over several micro-batches: the mean of the values that are
 /// not NaN (NaN when none is).
-pub fn mean_metrics(micro_batches: &[BTreeMap<String, f64>]) -> BTreeMap<String, f64> {
+pub(crate) fn mean_metrics(micro_batches: &[BTreeMap<String, f64>]) -> BTreeMap<String, f64> {
     let mut values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for metrics in micro_batches {
         for (name, value) in metrics {

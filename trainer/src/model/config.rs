@@ -250,7 +250,7 @@ impl ModelConfig {
     }
 
     /// The config as Hugging Face JSON (the original fields, unchanged).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         Value::Object(self.raw.clone())
     }
 }

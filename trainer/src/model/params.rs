@@ -111,7 +111,7 @@ macro_rules! named_params {
 /// A parameter by reference.
 pub type ParamRef<'a, E, D> = Param<&'a Vector<E, D>, &'a Matrix<E, D>>;
 /// A parameter by mutable reference.
-pub type ParamMut<'a, E, D> = Param<&'a mut Vector<E, D>, &'a mut Matrix<E, D>>;
+pub(crate) type ParamMut<'a, E, D> = Param<&'a mut Vector<E, D>, &'a mut Matrix<E, D>>;
 
 /// The shape every parameter must have for `config`, by Hugging Face name, in
 /// [`ModelParams::named`] order.
@@ -395,7 +395,7 @@ pub enum Moments<E: Dtype, D: Device<E>> {
 
 impl<E: Dtype, D: Device<E>> Moments<E, D> {
     /// Both moments as host vectors with their shape.
-    pub fn to_host(&self) -> (Vec<usize>, Vec<E>, Vec<E>) {
+    pub(crate) fn to_host(&self) -> (Vec<usize>, Vec<E>, Vec<E>) {
         match self {
             Self::Vector(m, v) => (vec![m.shape().0], m.as_vec(), v.as_vec()),
             Self::Matrix(m, v) => {

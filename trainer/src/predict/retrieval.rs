@@ -112,7 +112,7 @@ pub trait Localize {
 
 /// A model as a [`Localize`]: greedy decoding of at most `max_new_tokens` tokens, stopping at the
 /// sampling settings' EOS tokens.
-pub struct ModelLocalizer<'a, D: Kernels<f32>> {
+pub(crate) struct ModelLocalizer<'a, D: Kernels<f32>> {
     model: &'a CausalLm<f32, D>,
     tokenizer: &'a Tokenizer,
     sampling: SamplingConfig,
@@ -121,7 +121,7 @@ pub struct ModelLocalizer<'a, D: Kernels<f32>> {
 impl<'a, D: Kernels<f32>> ModelLocalizer<'a, D> {
     /// Greedy answers of `model` of at most `max_new_tokens` tokens; `sampling` gives the EOS and
     /// padding tokens (its temperature and limit are replaced).
-    pub fn new(
+    pub(crate) fn new(
         model: &'a CausalLm<f32, D>,
         tokenizer: &'a Tokenizer,
         sampling: &SamplingConfig,

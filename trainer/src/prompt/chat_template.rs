@@ -32,10 +32,10 @@ use swerve_swebench::pyjson::{self, Dumps};
 use crate::error::{Error, IoOp, Result};
 
 /// The file in a checkpoint folder that holds the template and the special tokens.
-pub const CONFIG_FILE: &str = "tokenizer_config.json";
+pub(crate) const CONFIG_FILE: &str = "tokenizer_config.json";
 
 /// The file newer `transformers` versions write the template to; it wins over the config's field.
-pub const JINJA_FILE: &str = "chat_template.jinja";
+pub(crate) const JINJA_FILE: &str = "chat_template.jinja";
 
 /// The moment `strftime_now` formats: 2026-01-01 00:00:00, a Thursday, with no time zone (as
 /// Python's naive `datetime.now()`).

@@ -149,7 +149,11 @@ it is listed. Name at most five files and write nothing else.";
 
 /// The user part of a localisation prompt: the issue, then `paths` one per line in one fenced
 /// block, then how many paths of the repository were `not_listed` (when any were).
-pub fn localization_text(problem_statement: &str, paths: &[&str], not_listed: usize) -> String {
+pub(crate) fn localization_text(
+    problem_statement: &str,
+    paths: &[&str],
+    not_listed: usize,
+) -> String {
     let body: String = paths.iter().map(|p| format!("{p}\n")).collect();
     let note = if not_listed > 0 {
         format!("\n({not_listed} more files are not listed.)")

@@ -236,7 +236,7 @@ impl Ranks {
     }
 
     /// Sums the gradient of every parameter of `params` over all ranks, in place.
-    pub fn all_reduce_grads<D: Kernels<f32>>(
+    pub(crate) fn all_reduce_grads<D: Kernels<f32>>(
         &self,
         params: &ModelParams<f32, D>,
         grads: &mut Gradients<f32, D>,
@@ -256,7 +256,7 @@ impl Ranks {
     /// Checks that every rank holds the same parameters (bit for bit), as summed gradients
     /// guarantee; an error naming the step otherwise (different model files on two nodes,
     /// say). Every rank must call it at the same step.
-    pub fn check_same_params<D: Kernels<f32>>(
+    pub(crate) fn check_same_params<D: Kernels<f32>>(
         &self,
         params: &ModelParams<f32, D>,
         step: u64,
@@ -311,7 +311,7 @@ pub fn share(n: usize, rank: usize, world: usize) -> Range<usize> {
 }
 
 /// Element types whose host buffers the collectives sum.
-pub trait HostSum: Sized {
+pub(crate) trait HostSum: Sized {
     /// Sums `buf` over all ranks, in place.
     fn all_reduce(ranks: &Ranks, buf: &mut [Self]) -> Result<()>;
 }

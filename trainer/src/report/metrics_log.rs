@@ -32,7 +32,7 @@ pub struct StepMetrics {
 
 impl StepMetrics {
     /// The JSON line: `{"step": N, "<metric>": value, ...}`.
-    pub fn to_json_line(&self) -> String {
+    pub(crate) fn to_json_line(&self) -> String {
         let mut map = serde_json::Map::new();
         map.insert("step".into(), self.step.into());
         for (name, value) in &self.values {

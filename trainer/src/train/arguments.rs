@@ -180,7 +180,7 @@ impl TrainingArguments {
     }
 
     /// AdamW with these settings (clipping off when `max_grad_norm` is 0).
-    pub fn adamw(&self) -> AdamWConfig {
+    pub(crate) fn adamw(&self) -> AdamWConfig {
         AdamWConfig {
             lr: self.learning_rate,
             beta1: self.adam_beta1,

@@ -196,7 +196,7 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
     ///
     /// [`SftTrainer::new`]: crate::train::sft_loop::SftTrainer
     /// [`GrpoTrainer::new`]: crate::train::grpo_loop::GrpoTrainer
-    pub fn with_objective(
+    pub(crate) fn with_objective(
         objective: O,
         mut model: CausalLm<f32, D>,
         resume: Option<Resume<D>>,
@@ -248,7 +248,7 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
     }
 
     /// What this run will hold on `device`, for its memory plan.
-    pub fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
+    pub(crate) fn plan_inputs(&self, device: DeviceSpec) -> PlanInputs {
         let model = PlanInputs {
             model: self.model.config.clone(),
             device,

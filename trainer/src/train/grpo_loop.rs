@@ -850,13 +850,13 @@ fn batch_error(state: &RunState, source: GrpoError) -> Error {
 }
 
 /// Micro-steps between two generation batches: `steps_per_generation × num_iterations`.
-pub fn generate_every(config: &GrpoConfig) -> u64 {
+pub(crate) fn generate_every(config: &GrpoConfig) -> u64 {
     (config.steps_per_generation() * config.num_iterations) as u64
 }
 
 /// Whether old log-probs are stored at generation time: only when a generation batch is still
 /// replayed after an optimiser step, so the policy that sampled it is gone by then.
-pub fn need_old_logps(config: &GrpoConfig) -> bool {
+pub(crate) fn need_old_logps(config: &GrpoConfig) -> bool {
     !(config.training.gradient_accumulation_steps as u64).is_multiple_of(generate_every(config))
 }
 

@@ -113,7 +113,7 @@ impl MetricsAccumulator {
     }
 
     /// Records every value of a map.
-    pub fn record_all(&mut self, values: BTreeMap<String, f64>) {
+    pub(crate) fn record_all(&mut self, values: BTreeMap<String, f64>) {
         for (name, value) in values {
             self.record(&name, value);
         }
@@ -131,7 +131,7 @@ impl MetricsAccumulator {
 
 /// The seed of the `index`-th generator of a `stream` (prompt order, sampling, shuffling) in a
 /// run seeded with `seed`: SplitMix64 over the three, so nearby inputs give unrelated seeds.
-pub fn derive_seed(seed: u64, stream: u64, index: u64) -> u64 {
+pub(crate) fn derive_seed(seed: u64, stream: u64, index: u64) -> u64 {
     let mut z = seed
         .wrapping_add(stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
         .wrapping_add(index.wrapping_mul(0xD1B5_4A32_D192_ED69));

@@ -93,7 +93,7 @@ impl RewardFunctions for PluginRewards {
 }
 
 /// A named reward function over a sample, for tests and library users.
-pub type RewardFn = Box<dyn Fn(&Sample) -> Option<f64> + Send + Sync>;
+pub(crate) type RewardFn = Box<dyn Fn(&Sample) -> Option<f64> + Send + Sync>;
 
 /// Reward functions written in Rust.
 pub struct FnRewards {
@@ -196,7 +196,7 @@ impl Executor for PatchExecutor {
 /// first `wait` sends them all as one job array ([`SlurmExecutions`]); submissions after that
 /// start the next batch. Same executions, limits and content cache as the local executor.
 #[cfg(feature = "execute")]
-pub struct SlurmExecutor {
+pub(crate) struct SlurmExecutor {
     remote: std::sync::Arc<SlurmExecutions>,
     open: std::sync::Arc<std::sync::Mutex<std::sync::Arc<std::sync::Mutex<Batch>>>>,
 }
@@ -213,7 +213,7 @@ struct Batch {
 impl SlurmExecutor {
     /// Checks Slurm and the dataset; the tasks run `slurm.command` (a binary's `execute-task`
     /// subcommand).
-    pub fn start(
+    pub(crate) fn start(
         spec: &crate::commands::ExecuteSpec,
         slurm: &crate::commands::SlurmSpec,
         source: &swerve_harness::execution::DatasetSource,

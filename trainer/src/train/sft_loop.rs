@@ -84,7 +84,7 @@ impl SftConfig {
 
     /// The settings a TOML text spells (missing keys take their defaults), not yet
     /// [validated](Self::validate): errors are the text's own (syntax, unknown keys, types).
-    pub fn parse_toml(text: &str) -> std::result::Result<Self, toml::de::Error> {
+    pub(crate) fn parse_toml(text: &str) -> std::result::Result<Self, toml::de::Error> {
         toml::from_str(text)
     }
 

@@ -109,7 +109,7 @@ impl<E: Copy + Default> HostKv<E> {
 
     /// Makes room for `len` positions per sequence in each of `layers` layers of `width`
     /// (`kv_heads · head_dim`) elements per position, keeping what is filled.
-    pub fn reserve(&mut self, len: usize, layers: usize, width: usize) {
+    pub(crate) fn reserve(&mut self, len: usize, layers: usize, width: usize) {
         if len <= self.cap && self.layers.len() == layers {
             return;
         }
@@ -247,7 +247,7 @@ impl<E: Dtype, D: Device<E>> AttentionContext<E, D> {
     }
 
     /// The additive mask tensor on the tables' device.
-    pub fn additive_mask(&self) -> &T3<E, D> {
+    pub(crate) fn additive_mask(&self) -> &T3<E, D> {
         self.additive
             .get_or_init(|| self.mask.additive(self.cos.device()))
     }

@@ -39,7 +39,8 @@ pub use blocks::{attention_block, mlp_block};
 pub use decode::host_weights;
 pub use math::{CpuFloat, exp_f32};
 pub use ops::{attention, linear, rms_norm, rope, swiglu, token_logps};
-pub use optim::{adamw_update, grad_sq_sum};
+pub use optim::adamw_update;
+pub(crate) use optim::grad_sq_sum;
 
 type Res = Result<(), CpuError>;
 

@@ -13,7 +13,7 @@ const CHUNK: usize = 1 << 16;
 
 /// `Σ g²` (accumulated in f64) over the gradient of `t` (0 when it has none); reads the
 /// gradient in place.
-pub fn grad_sq_sum<S: Shape, F: CpuFloat>(
+pub(crate) fn grad_sq_sum<S: Shape, F: CpuFloat>(
     grads: &mut Gradients<F, Cpu>,
     t: &Tensor<S, F, Cpu>,
 ) -> f64 {

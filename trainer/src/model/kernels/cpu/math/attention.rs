@@ -236,7 +236,7 @@ pub fn attn_fwd_strided<F: CpuFloat>(
 
 /// Backward of [`attn_fwd`]: adds into `dq`, `dk` and `dv`.
 #[allow(clippy::too_many_arguments)]
-pub fn attn_bwd<F: CpuFloat>(
+pub(crate) fn attn_bwd<F: CpuFloat>(
     dout: &[F],
     q: &[F],
     k: &[F],

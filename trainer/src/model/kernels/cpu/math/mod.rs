@@ -23,15 +23,19 @@ mod norm;
 mod rope;
 mod swiglu;
 
-pub use attention::{AttnShape, attn_bwd, attn_fwd, attn_fwd_strided};
+pub(crate) use attention::attn_bwd;
+pub use attention::{AttnShape, attn_fwd, attn_fwd_strided};
 pub use linear::{
     FEW_COLS, FEW_ROWS, HostMatrix, few_rows_fwd, linear_bwd, linear_fwd, linear_fwd_host,
     linear_fwd_on, side_by_side,
 };
 pub use logps::{LogpsGrads, logps_bwd, logps_fwd};
-pub use norm::{rms_bwd, rms_fwd};
-pub use rope::{rope_bwd, rope_fwd};
-pub use swiglu::{swiglu_bwd, swiglu_fwd};
+pub(crate) use norm::rms_bwd;
+pub use norm::rms_fwd;
+pub(crate) use rope::rope_bwd;
+pub use rope::rope_fwd;
+pub(crate) use swiglu::swiglu_bwd;
+pub use swiglu::swiglu_fwd;
 
 /// The floating-point types the fused kernels run on: `f32` for use, `f64` for gradient checks.
 pub trait CpuFloat:
@@ -202,7 +206,7 @@ const LANES: usize = 16;
 
 /// `Σ f(i)` over `0..n` with `LANES` (16) partial sums.
 #[inline(always)]
-pub fn lane_sum<F: CpuFloat>(n: usize, f: impl Fn(usize) -> F) -> F {
+pub(crate) fn lane_sum<F: CpuFloat>(n: usize, f: impl Fn(usize) -> F) -> F {
     let mut acc = [F::zero(); LANES];
     let full = n - n % LANES;
     let mut i = 0;
@@ -221,7 +225,7 @@ pub fn lane_sum<F: CpuFloat>(n: usize, f: impl Fn(usize) -> F) -> F {
 
 /// The largest element (−∞ for an empty slice; NaNs are skipped, as `f32::max` does).
 #[inline(always)]
-pub fn lane_max<F: CpuFloat>(xs: &[F]) -> F {
+pub(crate) fn lane_max<F: CpuFloat>(xs: &[F]) -> F {
     let mut acc = [F::neg_infinity(); LANES];
     let chunks = xs.chunks_exact(LANES);
     let rest = chunks.remainder();
@@ -248,7 +252,7 @@ fn softmax_in_place<F: CpuFloat>(row: &mut [F]) {
 }
 
 /// `x` as the kernel float type (for constants, which are always representable).
-pub fn cast<F: CpuFloat>(x: f64) -> F {
+pub(crate) fn cast<F: CpuFloat>(x: f64) -> F {
     F::from_f64(x).expect("kernel constants are finite")
 }
 
@@ -299,7 +303,7 @@ fn threads() -> usize {
 }
 
 /// Rows per rayon task so that each thread gets a few tasks of `row_len` elements each.
-pub fn rows_per_task(rows: usize, row_len: usize) -> usize {
+pub(crate) fn rows_per_task(rows: usize, row_len: usize) -> usize {
     let by_threads = rows.div_ceil(4 * threads()).max(1);
     // Keep tasks above ~16k elements so that scheduling stays negligible.
     by_threads
@@ -308,7 +312,7 @@ pub fn rows_per_task(rows: usize, row_len: usize) -> usize {
 }
 
 /// `a += b`, element-wise, in parallel.
-pub fn add_into<F: CpuFloat>(a: &mut [F], b: &[F]) {
+pub(crate) fn add_into<F: CpuFloat>(a: &mut [F], b: &[F]) {
     const CHUNK: usize = 16_384;
     a.par_chunks_mut(CHUNK)
         .zip(b.par_chunks(CHUNK))

@@ -40,7 +40,14 @@ pub fn rms_fwd<F: CpuFloat>(x: &[F], w: &[F], eps: f64) -> (Vec<F>, Vec<F>) {
 
 /// Backward of [`rms_fwd`]: `dx += inv·(dy⊙w) − inv³·x·⟨dy⊙w, x⟩/d`, `dw += Σ_rows dy⊙x·inv`
 /// (summed in a fixed order, so that runs are reproducible).
-pub fn rms_bwd<F: CpuFloat>(dy: &[F], x: &[F], w: &[F], inv: &[F], dx: &mut [F], dw: &mut [F]) {
+pub(crate) fn rms_bwd<F: CpuFloat>(
+    dy: &[F],
+    x: &[F],
+    w: &[F],
+    inv: &[F],
+    dx: &mut [F],
+    dw: &mut [F],
+) {
     let d = w.len();
     let n = x.len() / d;
     let df: F = cast(d as f64);

@@ -42,7 +42,14 @@ pub fn rope_fwd<F: CpuFloat>(x: &mut [F], row: usize, hd: usize, cos: &[F], sin:
 }
 
 /// Backward of [`rope_fwd`] (its transpose): `dx += Rᵀ dy`.
-pub fn rope_bwd<F: CpuFloat>(dy: &[F], row: usize, hd: usize, cos: &[F], sin: &[F], dx: &mut [F]) {
+pub(crate) fn rope_bwd<F: CpuFloat>(
+    dy: &[F],
+    row: usize,
+    hd: usize,
+    cos: &[F],
+    sin: &[F],
+    dx: &mut [F],
+) {
     let s = cos.len() / hd;
     let half = hd / 2;
     let chunk = rows_per_task(dy.len() / row, row);

@@ -28,7 +28,7 @@ pub fn swiglu_fwd<F: CpuFloat>(g: &[F], u: &[F]) -> Vec<F> {
 }
 
 /// Backward of [`swiglu_fwd`]: `dg += dy·u·σ(g)(1 + g(1 − σ(g)))`, `du += dy·silu(g)`.
-pub fn swiglu_bwd<F: CpuFloat>(dy: &[F], g: &[F], u: &[F], dg: &mut [F], du: &mut [F]) {
+pub(crate) fn swiglu_bwd<F: CpuFloat>(dy: &[F], g: &[F], u: &[F], dg: &mut [F], du: &mut [F]) {
     assert!(
         dy.len() == g.len() && u.len() == g.len() && dg.len() == g.len() && du.len() == g.len(),
         "swiglu backward: sizes"
