@@ -10,7 +10,7 @@ use swerve_cache::cache_root;
 
 /// The environment variable naming a folder of `<name>.wasm` files that replaces the embedded
 /// components (a development build of a plugin, for example).
-pub const PLUGIN_DIR_ENV: &str = "SWERVE_PLUGIN_DIR";
+pub(crate) const PLUGIN_DIR_ENV: &str = "SWERVE_PLUGIN_DIR";
 
 /// Names of the bundled plugins, whether built into this binary or not.
 pub fn names() -> impl Iterator<Item = &'static str> {

@@ -13,9 +13,9 @@ pub const MAX_METRICS: usize = 64;
 /// Bytes of one metric name.
 pub const MAX_METRIC_NAME_BYTES: usize = 128;
 /// Test results of one parsed log; later ones are dropped.
-pub const MAX_TESTS: usize = 200_000;
+pub(crate) const MAX_TESTS: usize = 200_000;
 /// Bytes of one test name.
-pub const MAX_TEST_NAME_BYTES: usize = 4096;
+pub(crate) const MAX_TEST_NAME_BYTES: usize = 4096;
 
 /// `text` cut to at most `max` bytes (at a character boundary) plus a marker saying how much was
 /// cut; `true` when it was.
