@@ -134,7 +134,7 @@ impl SequenceMatcher {
 
     /// [`SequenceMatcher::new`] over the code points of two strings, interning ASCII without
     /// hashing (the character-level similarity's case).
-    pub fn for_chars(a: &str, b: &str, autojunk: Autojunk) -> Self {
+    pub(crate) fn for_chars(a: &str, b: &str, autojunk: Autojunk) -> Self {
         const ASCII: u32 = 128;
         let mut others: HashMap<char, u32, BuildHasherDefault<FxHasher>> = HashMap::default();
         // One id per code point: ASCII bytes are their own ids, read a byte at a time; other
@@ -484,7 +484,7 @@ impl SequenceMatcher {
 
 /// `2.0 * matches / total`, or 1.0 when `total` is 0, rounded exactly as CPython does (both
 /// integer conversions are exact below 2^53 and the division is correctly rounded).
-pub fn ratio_of(matches: usize, total: usize) -> f64 {
+pub(crate) fn ratio_of(matches: usize, total: usize) -> f64 {
     if total == 0 {
         1.0
     } else {
@@ -572,7 +572,7 @@ fn group_opcodes(mut codes: Vec<Opcode>, n: usize) -> Vec<Vec<Opcode>> {
 /// file-header lines, joined with `"\n"` (no trailing newline); `""` when nothing differs.
 ///
 /// The line matcher runs with autojunk on, as `unified_diff` does.
-pub fn unified_diff_body(a: &[&str], b: &[&str], context: usize) -> String {
+pub(crate) fn unified_diff_body(a: &[&str], b: &[&str], context: usize) -> String {
     let (ta, tb): (Vec<Text>, Vec<Text>) = (
         a.iter().map(|l| Text(l)).collect(),
         b.iter().map(|l| Text(l)).collect(),

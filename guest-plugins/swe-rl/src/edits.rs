@@ -17,7 +17,7 @@ pub const BLOCK_PATTERN: &str =
 
 /// One parsed SEARCH/REPLACE block, borrowed from the answer: `(path, search, replace)`, the
 /// triple of Python's `re.findall`.
-pub type BlockRef<'a> = (&'a str, &'a str, &'a str);
+pub(crate) type BlockRef<'a> = (&'a str, &'a str, &'a str);
 
 /// A completion that passed the format check (steps 1–3): its texts, its blocks and the file
 /// contents its edits produce.
@@ -166,7 +166,7 @@ pub fn find_blocks(answer: &str) -> Vec<BlockRef<'_>> {
 /// current text, and every occurrence is replaced by `"\n" + replace`. The first failure stops
 /// everything. An empty `blocks` gives an empty map (the caller reports
 /// [`FormatError::NoBlocks`]).
-pub fn apply_blocks(
+pub(crate) fn apply_blocks(
     code_context: &FileMap,
     blocks: &[BlockRef<'_>],
 ) -> Result<FileMap, FormatError> {
