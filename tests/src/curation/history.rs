@@ -226,7 +226,7 @@ impl Events {
     }
 
     /// Adds a raw line to `file`.
-    pub fn push_raw(&mut self, file: &str, line: &str) {
+    pub(crate) fn push_raw(&mut self, file: &str, line: &str) {
         self.lines.push((file.to_owned(), line.to_owned()));
     }
 
@@ -292,7 +292,7 @@ impl Events {
     }
 
     /// A trimmed `PullRequestEvent` (from 2025-10-07 on).
-    pub fn trimmed_pr(&mut self, pr: &Pr<'_>, action: &str, at: &str) {
+    pub(crate) fn trimmed_pr(&mut self, pr: &Pr<'_>, action: &str, at: &str) {
         let payload = json!({"action": action, "number": pr.number, "pull_request": {
             "url": "u", "id": 1, "number": pr.number,
             "head": {"ref": "feature", "sha": pr.head, "repo": null},
