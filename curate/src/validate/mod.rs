@@ -25,8 +25,8 @@ mod stages;
 mod state;
 
 pub use rows::TASK_REPO;
-pub(crate) use state::{STATE_FILE, TaskEnd};
 pub use state::Verdict;
+pub(crate) use state::{STATE_FILE, TaskEnd};
 
 use rows::{TaskRow, read_tasks, write_outputs};
 use stages::{Runnable, Stages};
