@@ -55,11 +55,22 @@ fn exit_codes() {
     let (tasks, repos) = (relative(&fixture.tasks), relative(&fixture.repos));
     let no_engine = run_env(
         curate(),
-        &["-q", "validate", "--tasks", &tasks, "--repos", &repos, "--output", "out"],
+        &[
+            "-q", "validate", "--tasks", &tasks, "--repos", &repos, "--output", "out",
+        ],
         dir.path(),
         &[("DOCKER_HOST", "unix:///nonexistent/docker.sock")],
     );
-    let events_stdin = ["-q", "run", "--events", "/dev/stdin", "--repos", "repos", "--output", "o"];
+    let events_stdin = [
+        "-q",
+        "run",
+        "--events",
+        "/dev/stdin",
+        "--repos",
+        "repos",
+        "--output",
+        "o",
+    ];
     let text = [
         no_engine,
         run_signalled(curate(), &events_stdin, dir.path(), "INT"),
