@@ -49,6 +49,7 @@ pub mod validate;
 
 pub use config::{Config, Shard};
 pub use error::CurateError;
+pub use events::InputProblem;
 pub use filter::Reason;
 pub use output::{Funnel, Output, Rejected, Row, Task};
 pub use pipeline::{Inputs, run};

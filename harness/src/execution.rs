@@ -20,15 +20,15 @@
 //! - Environment specs and eval scripts, as `curate validate` writes them: [`RepoEnv`] with its
 //!   [`Lines`] and [`TestCmd`], the base images' [`PYTHONS`], the stable image names
 //!   ([`stable_image_name`] on [`swebench_arch`]), what making an image took ([`ImageTiming`];
-//!   [`build_images`] for `harness images build`), the generated eval script
-//!   ([`script_from_spec`]) and v5's exit-code lines ([`with_exit_code`]), the files a patch
-//!   touches ([`diff_paths`]).
+//!   [`build_images`] for `harness images build`, failing with an [`ImagesError`]), the
+//!   generated eval script ([`script_from_spec`]) and v5's exit-code lines ([`with_exit_code`]),
+//!   the files a patch touches ([`diff_paths`]).
 //! - Errors: what could not go on is a [`RunError`]; [`error_chain`] puts an error and its
 //!   causes on one line, as run logs and reports say them.
 
 pub use crate::images::{
-    Environments, ImageTiming, Lines, PYTHONS, RepoEnv, TestCmd, build_images, stable_image_name,
-    swebench_arch,
+    Environments, ImageTiming, ImagesError, Lines, PYTHONS, RepoEnv, TestCmd, build_images,
+    stable_image_name, swebench_arch,
 };
 pub use crate::run::error::{RunError, error_chain};
 pub use crate::run::eval_script::{diff_paths, script_from_spec, with_exit_code};

@@ -20,13 +20,13 @@ use crate::train::arguments::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MultiObjectiveAggregation {
-    /// Weighted nansum of the functions, then group normalisation (default; see
-    /// [`rewards`](super::rewards)).
+    /// Weighted nansum of the functions, then group normalisation (default; see the
+    /// `aggregation` module).
     #[default]
     SumThenNormalize,
     /// GDPO: standardise each function within its group, take the weighted nansum, then
-    /// standardise over the batch (`scale_rewards` does not apply; see
-    /// [`advantages`](super::advantages)).
+    /// standardise over the batch (`scale_rewards` does not apply; see the `advantages`
+    /// module).
     NormalizeThenSum,
 }
 

@@ -21,7 +21,7 @@ pub mod loss;
 pub(crate) mod metrics;
 pub(crate) mod stats;
 
-pub use advantages::{GroupStats, ScaleRewards};
-pub use config::GrpoConfig;
+pub use advantages::{Advantages, GroupStats, ScaleRewards};
+pub use config::{GrpoConfig, MultiObjectiveAggregation};
 pub use error::GrpoError;
 pub use loss::{LossType, Normalisation, ObjectiveParams};

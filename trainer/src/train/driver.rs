@@ -112,7 +112,7 @@ pub trait Objective<D: Kernels<f32>> {
     /// of its own kind.
     const KIND: &'static str;
 
-    /// The metrics plotted from the run's log when it ends ([`crate::report::plot`]).
+    /// The metrics plotted from the run's log when it ends (`crate::report::plot`).
     const PLOTS: &'static [&'static str];
 
     /// The training arguments in force.

@@ -1,14 +1,14 @@
 //! The training loops: supervised warm-up ([`sft_loop`]) and GRPO ([`grpo_loop`]) of a
-//! [`crate::model::CausalLm`], each an `driver::Objective` that the one training driver
-//! (`driver::Trainer`) runs: steps, gradient accumulation over ranks, AdamW along a
-//! `schedule`, metrics, checkpoints and resuming, with the [`arguments`] both share.
+//! [`crate::model::CausalLm`], each an [`Objective`] that the one training driver
+//! ([`Trainer`]) runs: steps, gradient accumulation over ranks, AdamW along a
+//! [`Schedule`], metrics, checkpoints and resuming, with the [`arguments`] both share.
 //!
 //! The flow of a GRPO run: [`crate::data`] reads tasks and renders prompts ([`crate::prompt`]);
 //! [`grpo_loop`] samples completions ([`crate::generate`]), scores them with [`rewards`] (swerve's
 //! reward plugins through `swerve-host`, optionally after an [`rewards::Executor`] ran each
 //! patch), computes advantages and the loss with the exact rules of [`crate::grpo`], evaluated
 //! on dfdx tensors by [`grpo_objective`] over batches packed by `batch`, and steps AdamW along
-//! a `schedule`. Every step appends its metrics to the run's [`crate::report`]; checkpoints
+//! a [`Schedule`]. Every step appends its metrics to the run's [`crate::report`]; checkpoints
 //! that resume a run are [`crate::checkpoint`]'s.
 
 pub mod arguments;
@@ -20,6 +20,9 @@ pub mod plan;
 pub mod rewards;
 mod schedule;
 pub mod sft_loop;
+
+pub use driver::{Objective, RunError, StepContext, Trainer};
+pub use schedule::Schedule;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
