@@ -1,8 +1,9 @@
 //! swerve's cache folder and the file writes every swerve tool shares: where the cache lives
 //! ([`cache_root`], one rule for every binary), writing a file so that it appears whole or not
 //! at all ([`write_atomic`] for text in hand, [`AtomicFile`] for a file written piece by
-//! piece), and writing a bundled folder (a dataset or plugin a binary carries) out of the binary
-//! once ([`materialise`]).
+//! piece), a streamed output that an interrupted run leaves as whole lines a rerun continues
+//! from ([`PartialLines`]), and writing a bundled folder (a dataset or plugin a binary carries)
+//! out of the binary once ([`materialise`]).
 //!
 //! Not here: what goes into the cache (the plugin host's precompiled components are
 //! `swerve-host`'s, the bundled dataset is `swerve-swebench`'s) or any reading of it.
@@ -11,6 +12,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+mod partial;
+
+pub use partial::{PartialLines, Reopened};
 
 /// The environment variable naming swerve's cache folder.
 pub const CACHE_DIR_ENV: &str = "SWERVE_CACHE_DIR";

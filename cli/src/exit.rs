@@ -120,14 +120,37 @@ pub fn start(verbosity: &crate::Verbosity) {
 }
 
 /// Ends a binary's `main`: an error is printed once, `error: ` and its chain of causes, and
-/// exits with the code [`Exit::of_error`] gives it.
+/// exits with the code [`Exit::of_error`] gives it. A command a signal stopped prints one line
+/// naming the signal, then what the command said it kept and how to continue (the other
+/// causes): `interrupted by SIGINT (Ctrl-C): the results … are kept in …; run the same command
+/// again to continue`.
 pub fn finish(result: anyhow::Result<Exit>) -> ExitCode {
     match result {
         Ok(exit) => exit.into(),
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("{}", error_line(&error));
             Exit::of_error(&error).into()
         }
+    }
+}
+
+/// The line [`finish`] prints for `error`.
+fn error_line(error: &anyhow::Error) -> String {
+    let Some(interrupted) = error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<Interrupted>())
+    else {
+        return format!("error: {error:#}");
+    };
+    let said: Vec<String> = error
+        .chain()
+        .filter(|cause| cause.downcast_ref::<Interrupted>().is_none())
+        .map(ToString::to_string)
+        .collect();
+    if said.is_empty() {
+        interrupted.to_string()
+    } else {
+        format!("{interrupted}: {}", said.join(": "))
     }
 }
 
@@ -178,6 +201,25 @@ mod tests {
         assert_eq!(
             classify(anyhow::Error::new(usage).context("reading flags")),
             2
+        );
+    }
+
+    #[test]
+    fn a_signal_is_named_first_then_what_was_kept() {
+        let kept = anyhow::Error::new(Cancelled(Interrupted {
+            signal: Signal::Interrupt,
+        }));
+        assert_eq!(
+            error_line(&kept),
+            "interrupted by SIGINT (Ctrl-C): cancelled job 7"
+        );
+        let bare = anyhow::Error::new(Interrupted {
+            signal: Signal::Terminate,
+        });
+        assert_eq!(error_line(&bare), "interrupted by SIGTERM");
+        assert_eq!(
+            error_line(&anyhow::anyhow!("disk full").context("writing out")),
+            "error: writing out: disk full"
         );
     }
 }

@@ -264,8 +264,7 @@ fn reward(args: RewardArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> {
     // The input is streamed: the count grows as samples are scored, with no total read first.
     let progress = Progress::new("reward", "samples", verbosity)?;
     progress.open_ended();
-    let summary =
-        scoring::run(&host, &run, &|n| progress.inc(n as u64)).context("harness reward")?;
+    let summary = scoring::run(&host, &run, &|n| progress.inc(n as u64))?;
     progress.clear();
     if !verbosity.quiet {
         eprintln!("{}", summary.render());

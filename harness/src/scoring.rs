@@ -49,6 +49,9 @@ pub struct RewardSummary {
     pub truncated: usize,
     /// Time from the first line read to the last result written (plugins loaded).
     pub scoring_time: Duration,
+    /// How the output file was found: an earlier run's partial output continued (its lines
+    /// count in the totals) or discarded.
+    pub reopened: Option<swerve_cache::Reopened>,
 }
 
 /// A batch's input lines in order: each the index of its sample in the batch, or the reason it
@@ -153,6 +156,12 @@ pub(crate) fn load_plugins(
 /// The input is read, scored and written as a stream: lines are parsed on this thread while
 /// the scorer's workers score the batches before them and another thread writes the results
 /// in input order, so the file is never held in memory whole.
+///
+/// An output file is written as `<output>.partial` and renamed when every line is scored
+/// ([`swerve_cache::PartialLines`]): an interrupted run leaves the previous output as it was
+/// and the lines scored so far, which the same command continues (the key is the input's path,
+/// size and modification time, and the plugins and settings that change a line). A signal
+/// stops the run between two batches with their lines written ([`HarnessError::Interrupted`]).
 pub fn run(
     host: &Host,
     run: &RewardRun,
@@ -163,69 +172,72 @@ pub fn run(
         source,
     };
     let input = fs_err::File::open(&run.input).map_err(read_err)?;
-    let plugins = load_plugins(host, &run.plugins)?;
-    let scorer = Scorer::new(plugins, run.scorer);
-    let names = output_keys(&scorer);
-    let mut out: Box<dyn Write + Send> = match &run.output {
-        Some(p) => Box::new(std::io::BufWriter::new(fs_err::File::create(p).map_err(
-            |source| HarnessError::Write {
-                path: p.clone(),
-                source,
-            },
-        )?)),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
-    };
     let write_err = |source| HarnessError::Write {
         path: run.output.clone().unwrap_or_else(|| "<stdout>".into()),
         source,
     };
-    let mut summary = RewardSummary::default();
-    let mut per_plugin: Vec<(usize, f64)> = vec![(0, 0.0); names.len()];
-    let mut total = 0.0;
-    let mut line = 0;
+    // The output is opened before any plugin is loaded: a folder or an unwritable path is an
+    // error at once, not after the scoring.
+    let (mut out, reopened) = match &run.output {
+        Some(path) => {
+            let key = resume_key(run, &input).map_err(read_err)?;
+            let (partial, reopened) =
+                swerve_cache::PartialLines::open(path, &key).map_err(write_err)?;
+            (Output::File(partial), Some(reopened))
+        }
+        None => (
+            Output::Stdout(std::io::BufWriter::new(std::io::stdout())),
+            None,
+        ),
+    };
+    let plugins = load_plugins(host, &run.plugins)?;
+    let scorer = Scorer::new(plugins, run.scorer);
+    let names = output_keys(&scorer);
+    let mut totals = Totals::new(names.len());
+    let skip = match &out {
+        Output::File(partial) => {
+            for line in partial.kept_lines().map_err(write_err)? {
+                let record: Value =
+                    serde_json::from_str(&line).map_err(|e| write_err(std::io::Error::other(e)))?;
+                totals.add(&record, &names);
+            }
+            partial.done()
+        }
+        Output::Stdout(_) => 0,
+    };
+    // Signals are acted on between batches, so that every line written is whole.
+    let _cooperation = swerve_interrupt::cooperate();
+    let mut line = skip;
     let write_batch = |lines: BatchLines, samples: Vec<Sample>, scores: Vec<SampleScores>| {
         for entry in lines {
             line += 1;
             let record = match entry {
-                Err(error) => {
-                    summary.malformed += 1;
-                    json!({"line": line, "id": null, "reward": null, "error": error})
-                }
-                Ok(i) => {
-                    let s = &scores[i];
-                    if let Some(r) = s.reward {
-                        summary.rewarded += 1;
-                        total += r;
-                    }
-                    for (acc, p) in per_plugin.iter_mut().zip(&s.plugins) {
-                        if let Some(r) = p.reward {
-                            acc.0 += 1;
-                            acc.1 += r;
-                        }
-                        match &p.outcome {
-                            Err(f) => {
-                                *summary.failures.entry(f.class).or_default() += 1;
-                                summary.truncated += usize::from(f.truncated);
-                            }
-                            Ok(score) => summary.truncated += usize::from(score.truncated),
-                        }
-                    }
-                    record(line, &samples[i], s, &names)
-                }
+                Err(error) => json!({"line": line, "id": null, "reward": null, "error": error}),
+                Ok(i) => record(line, &samples[i], &scores[i], &names),
             };
-            serde_json::to_writer(&mut out, &record).map_err(|e| write_err(e.into()))?;
-            out.write_all(b"\n").map_err(write_err)?;
+            totals.add(&record, &names);
+            let text = serde_json::to_vec(&record).map_err(|e| write_err(e.into()))?;
+            out.write_line(&text).map_err(write_err)?;
+        }
+        out.flush().map_err(write_err)?;
+        if let Err(interrupted) = swerve_interrupt::check() {
+            return Err(HarnessError::Interrupted {
+                kept: out.kept_message(line),
+                source: interrupted,
+            });
         }
         Ok::<_, HarnessError>(())
     };
     let mut io_error = None;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, input.into_file());
+    // The std file, not fs-err's: std's reads fill the buffer without zeroing it first, where
+    // a wrapper's default `read_buf` writes zeros over the whole megabyte before the first
+    // line (a fifth of a one-line run's time).
+    skip_lines(&mut reader, skip).map_err(read_err)?;
     let batches = Batches {
-        // The std file, not fs-err's: std's reads fill the buffer without zeroing it first, where
-        // a wrapper's default `read_buf` writes zeros over the whole megabyte before the first
-        // line (a fifth of a one-line run's time).
-        reader: std::io::BufReader::with_capacity(1 << 20, input.into_file()),
+        reader,
         batch: run.scorer.batch_size.max(1),
-        line: 0,
+        line: skip,
         buf: Vec::new(),
         error: &mut io_error,
     };
@@ -235,16 +247,171 @@ pub fn run(
     if let Some(e) = io_error {
         return Err(read_err(e));
     }
-    out.flush().map_err(write_err)?;
+    out.finish().map_err(write_err)?;
+    let mut summary = totals.summary(names);
     summary.scoring_time = started.elapsed();
-    summary.lines = line;
-    summary.mean_reward = (summary.rewarded > 0).then(|| total / summary.rewarded as f64);
-    summary.per_plugin = names
-        .into_iter()
-        .zip(per_plugin)
-        .map(|(n, (count, sum))| (n, count, (count > 0).then(|| sum / count as f64)))
-        .collect();
+    summary.reopened = reopened;
     Ok(summary)
+}
+
+/// Where the lines go.
+enum Output {
+    /// An output file, through its partial file.
+    File(swerve_cache::PartialLines),
+    /// Standard output.
+    Stdout(std::io::BufWriter<std::io::Stdout>),
+}
+
+impl Output {
+    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        match self {
+            Output::File(partial) => partial.write_line(line),
+            Output::Stdout(out) => {
+                out.write_all(line)?;
+                out.write_all(b"\n")
+            }
+        }
+    }
+
+    /// Hands the lines written so far to the system (not synced: a kill keeps them, a power
+    /// cut may not).
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::File(partial) => partial.flush(),
+            Output::Stdout(out) => out.flush(),
+        }
+    }
+
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            Output::File(partial) => partial.commit(),
+            Output::Stdout(mut out) => out.flush(),
+        }
+    }
+
+    /// What an interruption after `lines` input lines keeps, and how to continue.
+    fn kept_message(&mut self, lines: usize) -> String {
+        match self {
+            Output::File(partial) => {
+                // Synced, so that the lines survive more than the process.
+                let synced = partial.sync();
+                format!(
+                    "the results of the first {lines} input lines are kept in {}{}; run the same command again to continue after them",
+                    partial.partial_path().display(),
+                    synced
+                        .err()
+                        .map_or_else(String::new, |e| format!(" (not synced: {e})")),
+                )
+            }
+            Output::Stdout(_) => format!(
+                "the results of the first {lines} input lines were written to standard output"
+            ),
+        }
+    }
+}
+
+/// What must be equal for a run to continue another's partial output: the input (its path,
+/// size and modification time) and everything that changes a line (the plugins, their weights
+/// and budgets, the isolation and the fallbacks).
+fn resume_key(run: &RewardRun, input: &fs_err::File) -> std::io::Result<String> {
+    let meta = input.metadata()?;
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let path = std::path::absolute(&run.input)?;
+    let key = json!({
+        "input": path,
+        "input_bytes": meta.len(),
+        "input_modified_ns": modified.to_string(),
+        "plugins": run.plugins.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>(),
+        "scorer": format!("{:?}", run.scorer),
+    });
+    Ok(key.to_string())
+}
+
+/// Reads past the first `lines` lines of `reader` (those an earlier run scored).
+fn skip_lines(reader: &mut impl BufRead, lines: usize) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    for _ in 0..lines {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The run's totals, accumulated from the output records (kept ones and new ones alike, so that
+/// a continued run's summary covers the whole output).
+struct Totals {
+    lines: usize,
+    malformed: usize,
+    rewarded: usize,
+    total: f64,
+    per_plugin: Vec<(usize, f64)>,
+    failures: BTreeMap<FailureClass, usize>,
+    truncated: usize,
+}
+
+impl Totals {
+    fn new(plugins: usize) -> Totals {
+        Totals {
+            lines: 0,
+            malformed: 0,
+            rewarded: 0,
+            total: 0.0,
+            per_plugin: vec![(0, 0.0); plugins],
+            failures: BTreeMap::new(),
+            truncated: 0,
+        }
+    }
+
+    /// Counts one output record (see [`record`]).
+    fn add(&mut self, record: &Value, names: &[String]) {
+        self.lines += 1;
+        if record.get("error").is_some_and(|e| !e.is_null()) {
+            self.malformed += 1;
+            return;
+        }
+        if let Some(r) = record["reward"].as_f64() {
+            self.rewarded += 1;
+            self.total += r;
+        }
+        for (acc, name) in self.per_plugin.iter_mut().zip(names) {
+            let plugin = &record["plugins"][name];
+            if let Some(r) = plugin["reward"].as_f64() {
+                acc.0 += 1;
+                acc.1 += r;
+            }
+            let failure = &plugin["failure"];
+            if let Some(class) = failure["class"].as_str().and_then(FailureClass::parse) {
+                *self.failures.entry(class).or_default() += 1;
+            }
+            if failure["truncated"] == json!(true) || plugin["truncated"] == json!(true) {
+                self.truncated += 1;
+            }
+        }
+    }
+
+    fn summary(self, names: Vec<String>) -> RewardSummary {
+        RewardSummary {
+            lines: self.lines,
+            malformed: self.malformed,
+            rewarded: self.rewarded,
+            mean_reward: (self.rewarded > 0).then(|| self.total / self.rewarded as f64),
+            per_plugin: names
+                .into_iter()
+                .zip(self.per_plugin)
+                .map(|(n, (count, sum))| (n, count, (count > 0).then(|| sum / count as f64)))
+                .collect(),
+            failures: self.failures,
+            truncated: self.truncated,
+            scoring_time: Duration::ZERO,
+            reopened: None,
+        }
+    }
 }
 
 /// Output keys of the plugins: their names, with `#2`, `#3`... when a name repeats.
@@ -302,6 +469,15 @@ impl RewardSummary {
             self.rewarded,
             fmt_mean(self.mean_reward)
         );
+        match self.reopened {
+            Some(swerve_cache::Reopened::Continued { lines }) => out.push_str(&format!(
+                "  continued an interrupted run: its first {lines} lines were kept\n"
+            )),
+            Some(swerve_cache::Reopened::Restarted) => out.push_str(
+                "  an interrupted run's partial output of another input or other settings was discarded\n",
+            ),
+            _ => {}
+        }
         for (name, n, mean) in &self.per_plugin {
             out.push_str(&format!(
                 "  {name}: {n} rewards, mean {}\n",
