@@ -346,6 +346,10 @@ fn new_plugin(
 fn grade(args: GradeArgs) -> anyhow::Result<Exit> {
     let row = fs_err::read_to_string(&args.instance)?;
     let instance = swerve_swebench::dataset::Instance::from_json(&row)
+        .and_then(|instance| {
+            let value = serde_json::from_str(&row).unwrap_or_default();
+            swerve_swebench::dataset::check_test_list_keys(&value).map(|()| instance)
+        })
         .and_then(|row| row.check_evaluable().map(|()| row))
         .with_context(|| format!("{}: not a dataset row", args.instance.display()))?;
     let log = fs_err::read_to_string(&args.log)?;

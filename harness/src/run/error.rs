@@ -49,6 +49,15 @@ pub enum RunError {
     /// The dataset could not be read.
     #[error(transparent)]
     Source(#[from] source::SourceError),
+    /// `harness report` for a run id (and predictions' model) with no log folder.
+    #[error(
+        "no logs of this run: {} does not exist (check --run-id, --log-dir and the predictions' model name)",
+        dir.display()
+    )]
+    NoLogs {
+        /// The folder that should hold the run's logs.
+        dir: PathBuf,
+    },
     /// A hidden `execute-task` subcommand was started outside a Slurm array task.
     #[error("execute-task runs only as a task of a swerve job array (Slurm starts it)")]
     NotAnArrayTask,

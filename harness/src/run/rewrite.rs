@@ -25,6 +25,10 @@ pub fn rewrite_reports(
         swerve_swebench::predictions::Prediction::model_dir_name,
     );
     let model_dir = run_dir(&config.log_root, &config.run_id).join(&model);
+    // A run id (or model) without logs is a mistake to say, not a report of errors to write.
+    if !model_dir.is_dir() {
+        return Err(RunError::NoLogs { dir: model_dir });
+    }
     for row in &config.source.rows {
         let dir = model_dir.join(&row.instance_id);
         let Ok(raw) = fs_err::read_to_string(dir.join("test_output.txt")) else {

@@ -120,9 +120,10 @@ pub enum DatasetError {
         /// The file.
         path: PathBuf,
     },
-    /// A `.json` document that is not a list of rows, or a row that does not fit [`Instance`].
+    /// A `.json` document that is not a list of rows, or a row that does not fit [`Instance`]
+    /// (the cause names the field).
     #[error("invalid dataset JSON")]
-    Json(#[source] serde_json::Error),
+    Json(#[source] serde_path_to_error::Error<serde_json::Error>),
     /// A `.parquet` file that cannot be decoded.
     #[error("cannot decode parquet dataset {}", path.display())]
     Parquet {
@@ -139,9 +140,9 @@ pub enum DatasetError {
         path: PathBuf,
         /// 1-based row number.
         row: usize,
-        /// Why the row does not fit [`Instance`].
+        /// Why the row does not fit [`Instance`] (naming the field).
         #[source]
-        source: serde_json::Error,
+        source: serde_path_to_error::Error<serde_json::Error>,
     },
     /// A row that lacks what an evaluation needs.
     #[error("row `{instance_id}` cannot be evaluated: it has no `{missing}`")]
@@ -156,33 +157,30 @@ pub enum DatasetError {
     JsonLine {
         /// 1-based line number.
         line: usize,
-        /// The parse error.
+        /// The parse error (naming the field).
         #[source]
-        source: serde_json::Error,
+        source: serde_path_to_error::Error<serde_json::Error>,
     },
 }
 
 impl Instance {
     /// Parses one row (a JSON object).
     pub fn from_json(text: &str) -> Result<Instance, DatasetError> {
-        serde_json::from_str(text).map_err(DatasetError::Json)
+        from_json_text(text).map_err(DatasetError::Json)
     }
 
-    /// Whether the row can be evaluated: a training task may lack its repository and tests, a
-    /// row to run and grade may not (every SWE-bench row names its repository and lists the
-    /// tests that decide it).
+    /// Whether the row can be evaluated: a training task may lack its repository, a row to run
+    /// and grade may not (every SWE-bench row names its repository). Empty test lists are
+    /// graded as SWE-bench grades them (no test decides); a row file without the lists' keys
+    /// is refused where it is read whole ([`check_test_list_keys`]).
     pub fn check_evaluable(&self) -> Result<(), DatasetError> {
-        let missing = if self.repo.is_empty() {
-            "repo"
-        } else if self.fail_to_pass.is_empty() && self.pass_to_pass.is_empty() {
-            "FAIL_TO_PASS"
-        } else {
-            return Ok(());
-        };
-        Err(DatasetError::NotEvaluable {
-            instance_id: self.instance_id.clone(),
-            missing,
-        })
+        if self.repo.is_empty() {
+            return Err(DatasetError::NotEvaluable {
+                instance_id: self.instance_id.clone(),
+                missing: "repo",
+            });
+        }
+        Ok(())
     }
 }
 
@@ -195,9 +193,32 @@ pub fn instance_image_name(namespace: &str, arch: &str, instance_id: &str) -> St
     )
 }
 
+/// The test lists' keys a row (one JSON object) must have to be graded: SWE-bench reads both
+/// `FAIL_TO_PASS` and `PASS_TO_PASS` and fails on a row without either (a row whose list is
+/// present but empty is graded). The first missing key, named.
+pub fn check_test_list_keys(row: &serde_json::Value) -> Result<(), DatasetError> {
+    for key in ["FAIL_TO_PASS", "PASS_TO_PASS"] {
+        if row.get(key).is_none() {
+            return Err(DatasetError::NotEvaluable {
+                instance_id: row["instance_id"].as_str().unwrap_or_default().to_owned(),
+                missing: key,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Parses a `.json` dataset: a list of rows.
 pub fn parse_json_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
-    serde_json::from_str(text).map_err(DatasetError::Json)
+    from_json_text(text).map_err(DatasetError::Json)
+}
+
+/// `text` as a `T`, an error naming the field that does not fit (`FAIL_TO_PASS: …`,
+/// `[3].repo: …`).
+fn from_json_text<T: de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, serde_path_to_error::Error<serde_json::Error>> {
+    serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(text))
 }
 
 /// Parses a `.jsonl` dataset: one row per line; blank lines are skipped.
@@ -206,7 +227,7 @@ pub fn parse_jsonl_rows(text: &str) -> Result<Vec<Instance>, DatasetError> {
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
         .map(|(at, line)| {
-            serde_json::from_str(line).map_err(|source| DatasetError::JsonLine {
+            from_json_text(line).map_err(|source| DatasetError::JsonLine {
                 line: at + 1,
                 source,
             })
@@ -235,7 +256,7 @@ pub(crate) fn read_parquet_rows(path: &Path) -> Result<Vec<Instance>, DatasetErr
     for (at, row) in reader.get_row_iter(None).map_err(decode)?.enumerate() {
         let value = row.map_err(decode)?.to_json_value();
         let instance =
-            serde_json::from_value(value).map_err(|source| DatasetError::ParquetRow {
+            serde_path_to_error::deserialize(value).map_err(|source| DatasetError::ParquetRow {
                 path: path.to_owned(),
                 row: at + 1,
                 source,
@@ -265,20 +286,33 @@ pub fn read_rows(path: &Path) -> Result<Vec<Instance>, DatasetError> {
 
 /// `FAIL_TO_PASS` / `PASS_TO_PASS`: a JSON array of strings, or a string that holds one.
 fn test_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum TestList {
-        List(Vec<String>),
-        Encoded(String),
+    struct TestListVisitor;
+
+    impl<'de> Visitor<'de> for TestListVisitor {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of test names, or a string holding a JSON list of them")
+        }
+
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut tests = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(test) = seq.next_element::<String>()? {
+                tests.push(test);
+            }
+            Ok(tests)
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            serde_json::from_str(text).map_err(|err| {
+                E::custom(format!(
+                    "test list string is not a JSON array of strings: {err}"
+                ))
+            })
+        }
     }
-    match TestList::deserialize(deserializer)? {
-        TestList::List(tests) => Ok(tests),
-        TestList::Encoded(text) => serde_json::from_str(&text).map_err(|err| {
-            de::Error::custom(format!(
-                "test list string is not a JSON array of strings: {err}"
-            ))
-        }),
-    }
+
+    deserializer.deserialize_any(TestListVisitor)
 }
 
 /// `version`: a string, null, or (in hand-made files) a number, kept as its JSON text.
@@ -376,12 +410,27 @@ mod tests {
             missing(r#"{"instance_id":"a","FAIL_TO_PASS":["t"]}"#),
             Some("repo")
         );
+        // Empty lists are graded, as SWE-bench grades them.
         assert_eq!(
-            missing(r#"{"instance_id":"a","repo":"a/b","PASS_TO_PASS":[]}"#),
+            missing(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":[],"PASS_TO_PASS":[]}"#),
+            None
+        );
+        // A row without a list's key is refused where the row is read whole.
+        let keys = |row: &str| match check_test_list_keys(&serde_json::from_str(row).unwrap()) {
+            Err(DatasetError::NotEvaluable { missing, .. }) => Some(missing),
+            Err(e) => panic!("{e}"),
+            Ok(()) => None,
+        };
+        assert_eq!(
+            keys(r#"{"instance_id":"a","repo":"a/b","PASS_TO_PASS":[]}"#),
             Some("FAIL_TO_PASS")
         );
         assert_eq!(
-            missing(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":["t"]}"#),
+            keys(r#"{"instance_id":"a","repo":"a/b","FAIL_TO_PASS":["t"]}"#),
+            Some("PASS_TO_PASS")
+        );
+        assert_eq!(
+            keys(r#"{"instance_id":"a","FAIL_TO_PASS":"[]","PASS_TO_PASS":[]}"#),
             None
         );
     }

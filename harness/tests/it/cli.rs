@@ -44,6 +44,7 @@ fn errors_name_what_is_wrong() {
         &["reward", "--plugin", "swe-rl", "--jobs", "0"],
         &["grade", "--instance", "row.json", "--log", "missing.log"],
         &["plugin", "inspect", "no-such-plugin"],
+        &["report", "-p", "gold", "--run-id", "nosuchrun"],
     ];
     let text: Vec<String> = cases
         .iter()

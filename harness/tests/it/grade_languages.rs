@@ -92,6 +92,9 @@ fn cases_for(runner: &str, parser: &str, log: &str) -> Vec<Case> {
         failed.iter().take(2).cloned().collect(),
         "fail_only",
     );
+    // Lists present but empty: SWE-bench grades them (no test decides), as swerve must.
+    let no_fail_to_pass = row(Vec::new(), passed.clone(), "pass_and_fail");
+    let no_tests = row(Vec::new(), Vec::new(), "pass_and_fail");
     let present = Some("diff --git a/x b/x\n".to_owned());
     let case = |name: &str, row: &Value, log: String, patch: Option<String>| Case {
         name: format!("{runner}/{name}"),
@@ -109,6 +112,19 @@ fn cases_for(runner: &str, parser: &str, log: &str) -> Vec<Case> {
             present.clone(),
         ),
         case("fail_only", &fail_only, wrapped(log, exit), present.clone()),
+        case(
+            "no FAIL_TO_PASS",
+            &no_fail_to_pass,
+            wrapped(log, exit),
+            present.clone(),
+        ),
+        case("no tests", &no_tests, wrapped(log, exit), present.clone()),
+        case(
+            "no tests, no markers",
+            &no_tests,
+            log.to_owned(),
+            present.clone(),
+        ),
         // A failed exit code under results that show no failure is not trusted.
         case("exit code", &resolved, wrapped(log, 2), present.clone()),
         case("no markers", &resolved, log.to_owned(), present.clone()),
