@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use swerve_cli::{Exit, Progress, Verbosity};
 use swerve_harness::{scaffold, scoring};
@@ -280,8 +280,17 @@ fn list_plugins() {
 }
 
 fn inspect(plugin: &str, json: bool, cache: &CacheArgs) -> anyhow::Result<Exit> {
-    let path = swerve_host::bundled::resolve(plugin)?
-        .with_context(|| format!("no plugin file or bundled plugin `{plugin}`"))?;
+    let path = swerve_host::bundled::resolve(plugin)?.ok_or_else(|| {
+        let names: Vec<&str> = swerve_host::bundled::names().collect();
+        swerve_cli::UsageError::new(
+            "<PLUGIN>",
+            plugin,
+            format!(
+                "no such file or bundled plugin (bundled: {})",
+                names.join(", ")
+            ),
+        )
+    })?;
     let report = host(cache)?.inspect(&path, &Default::default())?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -324,9 +333,12 @@ fn new_plugin(
     kit: Option<PathBuf>,
 ) -> anyhow::Result<Exit> {
     if !scaffold::valid_name(&name) {
-        bail!(
-            "`{name}` is not a plugin name: use lower-case letters, digits and `-`, starting with a letter"
-        );
+        return Err(swerve_cli::UsageError::new(
+            "<NAME>",
+            name,
+            "not a plugin name: use lower-case letters, digits and `-`, starting with a letter",
+        )
+        .into());
     }
     let language = match lang {
         Lang::Rust => scaffold::Language::Rust,

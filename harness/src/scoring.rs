@@ -247,6 +247,14 @@ pub fn run(
     if let Some(e) = io_error {
         return Err(read_err(e));
     }
+    // A signal that came while the last read waited (a pipe that had not ended yet) stops the
+    // run here, its output left partial like any other interrupted run's.
+    if let Err(interrupted) = swerve_interrupt::check() {
+        return Err(HarnessError::Interrupted {
+            kept: out.kept_message(line),
+            source: interrupted,
+        });
+    }
     out.finish().map_err(write_err)?;
     let mut summary = totals.summary(names);
     summary.scoring_time = started.elapsed();

@@ -1,7 +1,9 @@
 //! `--plugin` arguments: `NAME|PATH[=WEIGHT][,KEY=VALUE...]`, validated into a [`PluginSpec`].
 //!
 //! Keys set per-plugin budgets: `fuel=N` (units, `2e9` accepted), `memory=SIZE` (`256MiB`,
-//! `1GiB`, bytes), `timeout=DURATION` (`10s`, `500ms`), `stack=SIZE`, `output=SIZE`.
+//! `1GiB`, bytes), `timeout=DURATION` (`10s`, `500ms`), `stack=SIZE`, `output=SIZE`. Each value
+//! is range-checked here ([`LIMITS`]), so that a budget no plugin could run under is a usage
+//! error naming the value, not a failure blamed on the plugin.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,7 +47,7 @@ pub enum PluginSpecError {
         /// What was written.
         value: String,
     },
-    /// A budget key is unknown or its value does not parse.
+    /// A budget key is unknown.
     #[error(
         "plugin `{name}`: `{option}` is not a budget setting (fuel=N, memory=SIZE, timeout=DURATION, stack=SIZE, output=SIZE)"
     )]
@@ -55,6 +57,45 @@ pub enum PluginSpecError {
         /// What was written.
         option: String,
     },
+    /// A budget setting's value does not parse or is out of its range.
+    #[error("plugin `{name}`: `{option}`: {reason}")]
+    BadValue {
+        /// The plugin.
+        name: String,
+        /// What was written (`key=value`).
+        option: String,
+        /// What is wrong, and what is accepted.
+        reason: String,
+    },
+}
+
+/// The range each budget setting accepts, and why its ends are there.
+pub(crate) const LIMITS: [(&str, &str); 5] = [
+    (
+        "fuel",
+        "a whole number of fuel units from 1 to 2^63 (`2e9` and `2_000_000_000` are read)",
+    ),
+    (
+        "memory",
+        "a size from 1MiB (the smallest plugin's memory) to 4GiB (wasm32's address space)",
+    ),
+    (
+        "timeout",
+        "a duration with its unit, from 1ms to 24h (`500ms`, `10s`, `2m`)",
+    ),
+    (
+        "stack",
+        "a size from 64KiB to 4MiB (plugin calls run on 16 MiB native stacks)",
+    ),
+    ("output", "a size from 1KiB to 1GiB"),
+];
+
+/// What [`LIMITS`] says of `key`.
+fn accepted(key: &str) -> String {
+    LIMITS
+        .iter()
+        .find(|(k, _)| *k == key)
+        .map_or_else(String::new, |(_, what)| format!("expected {what}"))
 }
 
 impl std::str::FromStr for PluginSpec {
@@ -79,22 +120,53 @@ impl std::str::FromStr for PluginSpec {
         };
         let mut budgets = BudgetOverrides::default();
         for option in parts {
-            let bad = || PluginSpecError::BadOption {
+            let unknown = || PluginSpecError::BadOption {
                 name: name.to_owned(),
                 option: option.to_owned(),
             };
-            let (key, value) = option.split_once('=').ok_or_else(bad)?;
-            match key.trim() {
-                "fuel" => budgets.fuel = Some(parse_count(value).ok_or_else(bad)?),
-                "memory" => budgets.memory_bytes = Some(parse_size(value).ok_or_else(bad)?),
-                "timeout" => budgets.wall_clock = Some(parse_duration(value).ok_or_else(bad)?),
-                "stack" => {
-                    budgets.wasm_stack_bytes = Some(parse_size(value).ok_or_else(bad)? as usize)
+            let (key, value) = option.split_once('=').ok_or_else(unknown)?;
+            let key = key.trim();
+            let bad = |reason: String| PluginSpecError::BadValue {
+                name: name.to_owned(),
+                option: option.to_owned(),
+                reason,
+            };
+            let within = |n: u64, min: u64, max: u64| {
+                (min..=max)
+                    .contains(&n)
+                    .then_some(n)
+                    .ok_or_else(|| bad(accepted(key)))
+            };
+            let size = |min: u64, max: u64| {
+                let n = parse_size(value).ok_or_else(|| bad(accepted(key)))?;
+                within(n, min, max)
+            };
+            match key {
+                "fuel" => {
+                    let n = parse_count(value).ok_or_else(|| bad(accepted(key)))?;
+                    budgets.fuel = Some(within(n, 1, 1 << 63)?);
                 }
-                "output" => {
-                    budgets.output_bytes = Some(parse_size(value).ok_or_else(bad)? as usize)
+                "memory" => budgets.memory_bytes = Some(size(1 << 20, 4 << 30)?),
+                "timeout" => {
+                    let limit = parse_duration(value).ok_or_else(|| {
+                        let unitless = value.trim().parse::<f64>().is_ok();
+                        bad(if unitless {
+                            format!("no unit: write `{0}s`, `{0}ms` or `{0}m`", value.trim())
+                        } else {
+                            accepted(key)
+                        })
+                    })?;
+                    let range = Duration::from_millis(1)..=Duration::from_secs(24 * 3600);
+                    budgets.wall_clock = Some(
+                        range
+                            .contains(&limit)
+                            .then_some(limit)
+                            .ok_or_else(|| bad(accepted(key)))?,
+                    );
                 }
-                _ => return Err(bad()),
+                "stack" => budgets.wasm_stack_bytes = Some(size(64 << 10, 4 << 20)? as usize),
+                "output" => budgets.output_bytes = Some(size(1 << 10, 1 << 30)? as usize),
+                _ => return Err(unknown()),
             }
         }
         let path = bundled::resolve(name)
@@ -137,7 +209,7 @@ fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(mult)
 }
 
-/// `10s`, `500ms`, `2m`, `1.5s`.
+/// `10s`, `500ms`, `2m`, `1h`, `1.5s`.
 pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
@@ -146,6 +218,8 @@ pub(crate) fn parse_duration(s: &str) -> Option<Duration> {
         (n, 1.0)
     } else if let Some(n) = s.strip_suffix('m') {
         (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
     } else {
         return None;
     };
@@ -202,5 +276,41 @@ mod tests {
             "swe-rl,colour=red".parse::<PluginSpec>(),
             Err(PluginSpecError::BadOption { .. })
         ));
+    }
+
+    #[test]
+    fn a_budget_value_out_of_its_range_is_named_with_what_is_accepted() {
+        let error = |arg: &str| arg.parse::<PluginSpec>().unwrap_err().to_string();
+        assert_eq!(
+            error("swe-rl,timeout=5"),
+            "plugin `swe-rl`: `timeout=5`: no unit: write `5s`, `5ms` or `5m`"
+        );
+        for (arg, key) in [
+            ("swe-rl,fuel=1e30", "fuel"),
+            ("swe-rl,fuel=0", "fuel"),
+            ("swe-rl,memory=lots", "memory"),
+            ("swe-rl,memory=1KiB", "memory"),
+            ("swe-rl,memory=8GiB", "memory"),
+            ("swe-rl,timeout=0s", "timeout"),
+            ("swe-rl,timeout=2d", "timeout"),
+            ("swe-rl,stack=1", "stack"),
+            ("swe-rl,output=0", "output"),
+        ] {
+            let option = arg.trim_start_matches("swe-rl,");
+            assert_eq!(
+                error(arg),
+                format!("plugin `swe-rl`: `{option}`: {}", accepted(key)),
+                "{arg}"
+            );
+        }
+        assert_eq!(
+            error("swe-rl,colour=red"),
+            "plugin `swe-rl`: `colour=red` is not a budget setting (fuel=N, memory=SIZE, timeout=DURATION, stack=SIZE, output=SIZE)"
+        );
+        // The ends of each range are accepted.
+        let spec: PluginSpec = "swe-rl,fuel=1,memory=1MiB,timeout=24h,stack=64KiB,output=1GiB"
+            .parse()
+            .unwrap();
+        assert_eq!(spec.budgets.memory_bytes, Some(1 << 20));
     }
 }

@@ -95,7 +95,12 @@ fn exit_codes() {
             dir,
         ),
         run_signalled(harness(), &reward_stdin, dir, "INT"),
-        run_signalled(harness(), &reward_stdin, dir, "TERM"),
+        run_signalled(
+            harness(),
+            &[&reward_stdin[..], &["--output", "out.jsonl"]].concat(),
+            dir,
+            "TERM",
+        ),
     ];
     insta::assert_snapshot!(text.join("\n"));
 }
