@@ -70,7 +70,7 @@ pub(crate) enum EndpointError {
         url: String,
         /// The HTTP client's error.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: ureq::Error,
     },
     /// The reply's body could not be read as JSON.
     #[error("the reply of {url} is not JSON")]
@@ -79,7 +79,7 @@ pub(crate) enum EndpointError {
         url: String,
         /// The HTTP client's error.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: ureq::Error,
     },
     /// The reply's JSON lacks the field the answer is read from.
     #[error("the reply of {url} has no `{field}`")]
@@ -178,19 +178,13 @@ impl Endpoint {
                 return Err(EndpointError::Status { url, status });
             }
             Err(e) => {
-                return Err(EndpointError::Request {
-                    url,
-                    source: e.into(),
-                });
+                return Err(EndpointError::Request { url, source: e });
             }
         };
         let reply: Value = match response.body_mut().read_json() {
             Ok(reply) => reply,
             Err(e) => {
-                return Err(EndpointError::Body {
-                    url,
-                    source: e.into(),
-                });
+                return Err(EndpointError::Body { url, source: e });
             }
         };
         match reply["choices"][0]["message"]["content"].as_str() {

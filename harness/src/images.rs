@@ -112,14 +112,23 @@ pub struct Environments(pub BTreeMap<String, BTreeMap<String, RepoEnv>>);
 /// Why images could not be planned or built.
 #[derive(Debug, thiserror::Error)]
 pub enum ImagesError {
-    /// `environments.json` could not be read or parsed.
+    /// `environments.json` could not be read.
     #[error("cannot read environment specs {}", path.display())]
     Environments {
         /// The file.
         path: PathBuf,
-        /// What went wrong.
+        /// The I/O error.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: std::io::Error,
+    },
+    /// `environments.json` is not specs by repository and version (the cause names the field).
+    #[error("invalid environment specs {}", path.display())]
+    EnvironmentsJson {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        #[source]
+        source: serde_path_to_error::Error<serde_json::Error>,
     },
     /// A row has neither an environment spec nor a prebuilt image.
     #[error("no environment spec for {instance_id} ({repo} {version}) and no `image` in its row")]
@@ -181,12 +190,16 @@ impl ImagesError {
 impl Environments {
     /// Reads `environments.json`.
     pub(crate) fn read(path: &Path) -> Result<Environments, ImagesError> {
-        let err = |source: Box<dyn std::error::Error + Send + Sync>| ImagesError::Environments {
+        let text = fs_err::read_to_string(path).map_err(|source| ImagesError::Environments {
             path: path.to_owned(),
             source,
-        };
-        let text = fs_err::read_to_string(path).map_err(|e| err(e.into()))?;
-        serde_json::from_str(&text).map_err(|e| err(e.into()))
+        })?;
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)).map_err(
+            |source| ImagesError::EnvironmentsJson {
+                path: path.to_owned(),
+                source,
+            },
+        )
     }
 
     /// The spec of a row's (repository, version).
