@@ -3,8 +3,10 @@
 //! A command that writes one line per unit of work (a scored sample, a prediction) writes them
 //! to `<path>.partial`, beside a `<path>.partial.key` file holding the run's *key*: what must be
 //! equal for a later run to continue it (the input, its size and time, the settings that change
-//! a line). Lines are appended whole and synced in batches; [`PartialLines::commit`] renames the
-//! finished file over `path` and removes the key. So an interruption at any point leaves:
+//! a line). Lines are kept in memory until [`PartialLines::flush`] hands a batch of them to the
+//! file in one write, so that a process ended at any point leaves whole lines;
+//! [`PartialLines::commit`] renames the finished file over `path` and removes the key. So an
+//! interruption at any point leaves:
 //!
 //! - at `path`, the previous complete output (or none), untouched;
 //! - at `<path>.partial`, whole lines of this run's work (a line torn by a kill is cut off when
@@ -35,7 +37,9 @@ pub struct PartialLines {
     path: PathBuf,
     partial: PathBuf,
     key_file: PathBuf,
-    out: std::io::BufWriter<std::fs::File>,
+    out: std::fs::File,
+    /// Lines written since the last flush.
+    pending: Vec<u8>,
     done: usize,
 }
 
@@ -69,7 +73,8 @@ impl PartialLines {
             path: path.to_owned(),
             partial,
             key_file,
-            out: std::io::BufWriter::with_capacity(1 << 16, file),
+            out: file,
+            pending: Vec::new(),
             done,
         };
         Ok((output, reopened))
@@ -94,22 +99,24 @@ impl PartialLines {
             .collect()
     }
 
-    /// Appends one line (`line` without its newline).
-    pub fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(line)?;
-        self.out.write_all(b"\n")
+    /// Appends one line (`line` without its newline) to the batch in memory.
+    pub fn write_line(&mut self, line: &[u8]) {
+        self.pending.extend_from_slice(line);
+        self.pending.push(b'\n');
     }
 
-    /// Hands what is buffered to the system: every line written so far survives a kill of
-    /// this process (not a power cut: [`sync`](Self::sync)). Call after a batch of lines.
+    /// Hands the batch's lines to the system in one write: every line written so far survives
+    /// this process ending (not a power cut: [`sync`](Self::sync)). Call after a batch of lines.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        self.out.write_all(&self.pending)?;
+        self.pending.clear();
+        Ok(())
     }
 
     /// [`flush`](Self::flush), then waits until the lines are on disk.
     pub fn sync(&mut self) -> std::io::Result<()> {
-        self.out.flush()?;
-        self.out.get_ref().sync_data()
+        self.flush()?;
+        self.out.sync_data()
     }
 
     /// Finishes the output: the partial file becomes `path` (replacing the previous output) and
@@ -164,11 +171,11 @@ mod tests {
 
         let (mut out, reopened) = PartialLines::open(&path, "input a").unwrap();
         assert_eq!((reopened, out.done()), (Reopened::Fresh, 0));
-        out.write_line(b"1").unwrap();
-        out.write_line(b"2").unwrap();
-        out.sync().unwrap();
-        out.write_line(b"3 never synced").unwrap();
-        // A kill: the buffer is lost (the process ends without flushing); a torn line is left.
+        out.write_line(b"1");
+        out.write_line(b"2");
+        out.flush().unwrap();
+        out.write_line(b"3 never flushed");
+        // A kill: the batch in memory is lost; a torn line (a write cut off) is cut off too.
         std::mem::forget(out);
         let partial = dir.path().join("out.jsonl.partial");
         fs_err::OpenOptions::new()
@@ -182,7 +189,7 @@ mod tests {
         let (mut out, reopened) = PartialLines::open(&path, "input a").unwrap();
         assert_eq!(reopened, Reopened::Continued { lines: 2 });
         assert_eq!(out.kept_lines().unwrap(), ["1", "2"]);
-        out.write_line(b"3").unwrap();
+        out.write_line(b"3");
         out.commit().unwrap();
         assert_eq!(contents(&path), "1\n2\n3\n");
         let names: Vec<_> = fs_err::read_dir(dir.path())
@@ -193,7 +200,7 @@ mod tests {
 
         // Another input's partial output is not continued.
         let (mut out, _) = PartialLines::open(&path, "input a").unwrap();
-        out.write_line(b"x").unwrap();
+        out.write_line(b"x");
         out.sync().unwrap();
         drop(out);
         let (out, reopened) = PartialLines::open(&path, "input b").unwrap();

@@ -28,13 +28,4 @@ pub enum HarnessError {
     /// A plugin could not be loaded or the host could not run.
     #[error(transparent)]
     Host(#[from] swerve_host::HostError),
-    /// A signal stopped `harness reward` between two batches: what was scored is kept.
-    #[error("{kept}")]
-    Interrupted {
-        /// What was kept and how to continue.
-        kept: String,
-        /// The signal.
-        #[source]
-        source: swerve_interrupt::Interrupted,
-    },
 }

@@ -160,8 +160,10 @@ pub(crate) fn load_plugins(
 /// An output file is written as `<output>.partial` and renamed when every line is scored
 /// ([`swerve_cache::PartialLines`]): an interrupted run leaves the previous output as it was
 /// and the lines scored so far, which the same command continues (the key is the input's path,
-/// size and modification time, and the plugins and settings that change a line). A signal
-/// stops the run between two batches with their lines written ([`HarnessError::Interrupted`]).
+/// size and modification time, and the plugins and settings that change a line). Each batch's
+/// lines reach the file in one write, so a signal, which ends the process at once, leaves whole
+/// lines; the line it prints says where they are and how to continue
+/// ([`swerve_interrupt::set_resume_hint`]).
 pub fn run(
     host: &Host,
     run: &RewardRun,
@@ -183,12 +185,13 @@ pub fn run(
             let key = resume_key(run, &input).map_err(read_err)?;
             let (partial, reopened) =
                 swerve_cache::PartialLines::open(path, &key).map_err(write_err)?;
+            swerve_interrupt::set_resume_hint(Some(format!(
+                "the lines scored so far are kept in {}; run the same command again to continue after them",
+                partial.partial_path().display()
+            )));
             (Output::File(partial), Some(reopened))
         }
-        None => (
-            Output::Stdout(std::io::BufWriter::new(std::io::stdout())),
-            None,
-        ),
+        None => (Output::Stdout(std::io::stdout(), Vec::new()), None),
     };
     let plugins = load_plugins(host, &run.plugins)?;
     let scorer = Scorer::new(plugins, run.scorer);
@@ -203,10 +206,8 @@ pub fn run(
             }
             partial.done()
         }
-        Output::Stdout(_) => 0,
+        Output::Stdout(..) => 0,
     };
-    // Signals are acted on between batches, so that every line written is whole.
-    let _cooperation = swerve_interrupt::cooperate();
     let mut line = skip;
     let write_batch = |lines: BatchLines, samples: Vec<Sample>, scores: Vec<SampleScores>| {
         for entry in lines {
@@ -217,15 +218,9 @@ pub fn run(
             };
             totals.add(&record, &names);
             let text = serde_json::to_vec(&record).map_err(|e| write_err(e.into()))?;
-            out.write_line(&text).map_err(write_err)?;
+            out.write_line(&text);
         }
         out.flush().map_err(write_err)?;
-        if let Err(interrupted) = swerve_interrupt::check() {
-            return Err(HarnessError::Interrupted {
-                kept: out.kept_message(line),
-                source: interrupted,
-            });
-        }
         Ok::<_, HarnessError>(())
     };
     let mut io_error = None;
@@ -247,15 +242,8 @@ pub fn run(
     if let Some(e) = io_error {
         return Err(read_err(e));
     }
-    // A signal that came while the last read waited (a pipe that had not ended yet) stops the
-    // run here, its output left partial like any other interrupted run's.
-    if let Err(interrupted) = swerve_interrupt::check() {
-        return Err(HarnessError::Interrupted {
-            kept: out.kept_message(line),
-            source: interrupted,
-        });
-    }
     out.finish().map_err(write_err)?;
+    swerve_interrupt::set_resume_hint(None);
     let mut summary = totals.summary(names);
     summary.scoring_time = started.elapsed();
     summary.reopened = reopened;
@@ -266,54 +254,39 @@ pub fn run(
 enum Output {
     /// An output file, through its partial file.
     File(swerve_cache::PartialLines),
-    /// Standard output.
-    Stdout(std::io::BufWriter<std::io::Stdout>),
+    /// Standard output, and the batch's lines not written yet.
+    Stdout(std::io::Stdout, Vec<u8>),
 }
 
 impl Output {
-    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+    fn write_line(&mut self, line: &[u8]) {
         match self {
             Output::File(partial) => partial.write_line(line),
-            Output::Stdout(out) => {
-                out.write_all(line)?;
-                out.write_all(b"\n")
+            Output::Stdout(_, pending) => {
+                pending.extend_from_slice(line);
+                pending.push(b'\n');
             }
         }
     }
 
-    /// Hands the lines written so far to the system (not synced: a kill keeps them, a power
-    /// cut may not).
+    /// Hands the batch's lines to the system in one write (not synced: a kill keeps them, a
+    /// power cut may not).
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Output::File(partial) => partial.flush(),
-            Output::Stdout(out) => out.flush(),
+            Output::Stdout(out, pending) => {
+                out.write_all(pending)?;
+                pending.clear();
+                out.flush()
+            }
         }
     }
 
-    fn finish(self) -> std::io::Result<()> {
+    fn finish(mut self) -> std::io::Result<()> {
+        self.flush()?;
         match self {
             Output::File(partial) => partial.commit(),
-            Output::Stdout(mut out) => out.flush(),
-        }
-    }
-
-    /// What an interruption after `lines` input lines keeps, and how to continue.
-    fn kept_message(&mut self, lines: usize) -> String {
-        match self {
-            Output::File(partial) => {
-                // Synced, so that the lines survive more than the process.
-                let synced = partial.sync();
-                format!(
-                    "the results of the first {lines} input lines are kept in {}{}; run the same command again to continue after them",
-                    partial.partial_path().display(),
-                    synced
-                        .err()
-                        .map_or_else(String::new, |e| format!(" (not synced: {e})")),
-                )
-            }
-            Output::Stdout(_) => format!(
-                "the results of the first {lines} input lines were written to standard output"
-            ),
+            Output::Stdout(..) => Ok(()),
         }
     }
 }

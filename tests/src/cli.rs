@@ -82,15 +82,16 @@ fn transcript(typed: &str, output: &std::process::Output) -> String {
 /// Runs `bin args` in `dir` with its standard input an open pipe (a command reading it waits),
 /// sends it `signal` (`"INT"`, `"TERM"`) once it catches that signal, and writes what a user
 /// sees, as [`run`] does. Waiting on the process's caught-signal mask (`SigCgt` in
-/// `/proc/PID/status`) rather than on a delay makes it deterministic: the signal arrives after
-/// the binary's handler is in place, however slow the machine.
+/// `/proc/PID/status`) rather than on a delay, and holding the pipe open until the process
+/// ended, make it deterministic: the signal arrives after the binary's handler is in place, and
+/// the command cannot finish its work before the signal is handled, however slow the machine.
 pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> String {
     let number: u32 = match signal {
         "INT" => 2,
         "TERM" => 15,
         other => panic!("no such signal in these tests: {other}"),
     };
-    let child = command(bin)
+    let mut child = command(bin)
         .args(args)
         .current_dir(dir)
         .stdin(std::process::Stdio::piped())
@@ -118,12 +119,15 @@ pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> Str
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    // Held until the process ended: an end of input would let it finish instead.
+    let input = child.stdin.take();
     let sent = Command::new("kill")
         .args([format!("-{signal}"), child.id().to_string()])
         .status()
         .expect("kill");
     assert!(sent.success(), "kill -{signal} failed");
     let output = child.wait_with_output().expect("wait for the binary");
+    drop(input);
     let typed = format!("$ {} {} (then SIG{signal})", name(bin), args.join(" "));
     transcript(&typed, &output)
 }

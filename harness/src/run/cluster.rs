@@ -287,10 +287,19 @@ pub async fn run_task(
     // ending the process.
     swerve_interrupt::install().map_err(|e| RunError::Runtime(std::io::Error::other(e)))?;
     let _cooperation = swerve_interrupt::cooperate();
-    let signalled = tokio::task::spawn_blocking(swerve_interrupt::wait);
+    // Polled, not waited for on a blocking thread: the runtime's shutdown would wait for that
+    // thread, which only a signal ends.
+    let signalled = async {
+        loop {
+            if let Some(signal) = swerve_interrupt::received() {
+                return signal;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
     let outcome = tokio::select! {
         done = work => Ok(done),
-        signal = signalled => Err(signal.map_err(|e| RunError::Runtime(e.into()))?),
+        signal = signalled => Err(signal),
     };
     // On a signal the evaluations were dropped mid-way; their containers go now.
     let swept = sandbox.sweep_instances(&config.run_id, &own).await?;
