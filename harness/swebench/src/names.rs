@@ -202,13 +202,30 @@ fn rows_in_dir(dir: &Path, split: &str) -> Result<RowsFiles, NameError> {
                 .collect()
         })
         .unwrap_or_default();
+    // A folder's only rows file stands for any split (a curated `instances.jsonl`), unless
+    // its name is another split's: `--split dev` never reads `train.jsonl`.
     match jsonl.as_slice() {
-        [one] => Ok(RowsFiles::one(one.clone())),
+        [one] if !is_other_split(one, split) => {
+            tracing::warn!(
+                "{} has no {split} split: reading its only rows file, {}",
+                dir.display(),
+                one.display()
+            );
+            Ok(RowsFiles::one(one.clone()))
+        }
         _ => Err(NameError::NoRows {
             dir: dir.to_owned(),
             split: split.to_owned(),
         }),
     }
+}
+
+/// Whether `file` is named after a split other than `split` (`train.jsonl` for `dev`).
+fn is_other_split(file: &Path, split: &str) -> bool {
+    const SPLITS: [&str; 5] = ["train", "test", "dev", "validation", "val"];
+    file.file_stem()
+        .and_then(|stem| stem.to_str())
+        .is_some_and(|stem| SPLITS.contains(&stem) && stem != split)
 }
 
 /// The Hugging Face hub cache, found as `huggingface_hub` finds it: `$HF_HUB_CACHE`, else
@@ -438,6 +455,15 @@ mod tests {
         assert_eq!(
             rows_files(dir.path(), "dev").unwrap().first(),
             dir.path().join("dev.parquet")
+        );
+        // The only rows file is another split's: never read for this one.
+        let other = tempfile::tempdir().unwrap();
+        fs_err::write(other.path().join("train.jsonl"), "").unwrap();
+        let err = rows_files(other.path(), "dev").unwrap_err();
+        assert!(err.to_string().starts_with("no dev.jsonl"), "{err}");
+        assert_eq!(
+            rows_files(other.path(), "train").unwrap().first(),
+            other.path().join("train.jsonl")
         );
     }
 
