@@ -62,6 +62,26 @@ pub struct RunState {
     /// The adaptive controller's last measured entropy (unset: none measured yet, +∞ in TRL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_world_entropy: Option<f64>,
+    /// What the run trains on, where it writes and with which settings, so that `--resume`
+    /// refuses another run's checkpoint or a conflicting setting (unset in checkpoints written
+    /// before runs recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RunOrigin>,
+}
+
+/// A run's identity ([`RunState::origin`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOrigin {
+    /// The training data as given on the command line (absolute).
+    pub data: PathBuf,
+    /// SHA-256 of the examples or tasks the run read, as JSON: the data's content, wherever it
+    /// lives.
+    pub data_sha256: String,
+    /// The output folder (absolute).
+    pub output: PathBuf,
+    /// The settings the run was given: the settings file's table with the `--set` overrides
+    /// (keys left out take their defaults).
+    pub settings: toml::Table,
 }
 
 fn one_rank() -> u64 {
@@ -79,6 +99,7 @@ impl Default for RunState {
             total_steps: 0,
             num_processes: one_rank(),
             entropy_coef: None,
+            origin: None,
             last_world_entropy: None,
         }
     }

@@ -327,6 +327,23 @@ pub enum GenerationError {
     /// No prompts, or an empty one.
     #[error("every prompt needs at least one token")]
     EmptyPrompt,
+    /// A prompt and the new tokens asked for past the model's context.
+    #[error(
+        "prompt {row} has {prompt} tokens: with {new} new tokens its sequence would reach {} \
+         tokens, past the model's context of {context} (max_position_embeddings); ask for fewer \
+         new tokens or shorten the prompt",
+        prompt.saturating_add(*new)
+    )]
+    PastContext {
+        /// The prompt's row (from 0).
+        row: usize,
+        /// Its tokens.
+        prompt: usize,
+        /// The new tokens asked for.
+        new: usize,
+        /// The model's context.
+        context: usize,
+    },
 }
 
 /// What [`Error::ModelInput`] refused.
@@ -462,6 +479,59 @@ pub enum SettingsError {
     /// A value out of range.
     #[error(transparent)]
     Invalid(#[from] crate::train::arguments::InvalidSetting),
+    /// A key that is no setting of this command.
+    #[error("unknown setting `{key}`{}", suggestion.as_ref().map_or_else(String::new, |s| format!(" (did you mean `{s}`?)")))]
+    Unknown {
+        /// The key.
+        key: String,
+        /// The setting whose name is closest, when one is close.
+        suggestion: Option<String>,
+    },
+    /// A value of the wrong type for its setting.
+    #[error("`{key}`: {message}")]
+    Value {
+        /// The setting.
+        key: String,
+        /// What the parser expected and found.
+        message: String,
+    },
+}
+
+impl SettingsError {
+    /// For one `--set` override: an unknown key named with the closest setting (not the list of
+    /// every setting twice), a wrong value named with its key (not as an "invalid key").
+    pub(crate) fn explained(self, key: &str) -> SettingsError {
+        let toml_error = match &self {
+            SettingsError::Toml(e) => Some(e),
+            SettingsError::Grpo(crate::grpo::GrpoError::ConfigParse { source, .. }) => {
+                Some(source.as_ref())
+            }
+            _ => None,
+        };
+        let Some(error) = toml_error else {
+            return self;
+        };
+        let message = error.message();
+        if let Some(rest) = message.strip_prefix("unknown field `") {
+            let expected = rest.split_once('`').map_or("", |(_, expected)| expected);
+            let suggestion = expected
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|name| (strsim::jaro_winkler(key, name), name))
+                .filter(|(score, _)| *score >= 0.85)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .map(|(_, name)| name.to_owned());
+            return SettingsError::Unknown {
+                key: key.to_owned(),
+                suggestion,
+            };
+        }
+        SettingsError::Value {
+            key: key.to_owned(),
+            message: message.trim().to_owned(),
+        }
+    }
 }
 
 impl Error {

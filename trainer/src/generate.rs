@@ -137,6 +137,21 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
         return Err(Error::Generation(GenerationError::EmptyPrompt));
     }
+    // Checked before any work: a sequence past the model's context is refused, not sampled for
+    // minutes into positions the model never saw.
+    let context = model.config.max_position_embeddings;
+    if let Some((row, prompt)) = prompts
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.len().saturating_add(config.max_new_tokens) > context)
+    {
+        return Err(Error::Generation(GenerationError::PastContext {
+            row,
+            prompt: prompt.len(),
+            new: config.max_new_tokens,
+            context,
+        }));
+    }
     let rows = prompts.len();
     let mut rngs: Vec<StdRng> = (0..rows).map(|r| row_rng(config, r)).collect();
     let mut completions = vec![Vec::new(); rows];

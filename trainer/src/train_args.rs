@@ -43,9 +43,20 @@ pub(crate) struct RunArgs {
     /// Initial model directory (config.json, model.safetensors, tokenizer.json)
     #[arg(long)]
     model: PathBuf,
-    /// Continue from this checkpoint of the same run (written under --output)
+    /// Continue from this checkpoint of the same run (written under --output): the run's data,
+    /// folder and settings must be its own, but for how long it trains (max_steps,
+    /// num_train_epochs), how often it logs and gradient_checkpointing, which this command line
+    /// sets
     #[arg(long, value_name = "DIR")]
     resume: Option<PathBuf>,
+    /// With --resume: continue the checkpoint even when it is another run's (other data or
+    /// another --output)
+    #[arg(long, requires = "resume")]
+    allow_other_run: bool,
+    /// A new run may replace another run's checkpoints, metrics and plots in --output (without
+    /// it such a folder is refused)
+    #[arg(long, conflicts_with = "resume")]
+    overwrite_output_dir: bool,
     /// Output directory: metrics.jsonl, checkpoint-STEP/, plots/
     #[arg(long)]
     output: PathBuf,
@@ -267,10 +278,11 @@ fn source(run: &RunArgs) -> ModelSource {
     ModelSource {
         model: run.model.clone(),
         resume: run.resume.clone(),
+        allow_other_run: run.allow_other_run,
     }
 }
 
-fn output(run: &RunArgs) -> OutputSpec {
+fn output(run: &RunArgs, verbosity: &Verbosity) -> OutputSpec {
     OutputSpec {
         dir: run.output.clone(),
         save_steps: run.save_steps,
@@ -278,6 +290,19 @@ fn output(run: &RunArgs) -> OutputSpec {
             ReportToArg::Jsonl => ReportTo::Jsonl,
             ReportToArg::Tensorboard => ReportTo::Tensorboard,
         },
+        overwrite: run.overwrite_output_dir,
+        show_plan: !verbosity.quiet,
+    }
+}
+
+/// A `--set` override that is not a setting (or not a value of it) is a usage error, named as
+/// clap names a bad value (exit 2); any other settings error is the run's.
+fn usage_of_override(error: swerve_trainer::error::Error) -> anyhow::Error {
+    match error {
+        swerve_trainer::error::Error::Override { item, source } => {
+            swerve_cli::UsageError::new("--set", item, source.to_string()).into()
+        }
+        other => other.into(),
     }
 }
 
@@ -333,11 +358,15 @@ fn sft_on_ranks(args: &SftArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyhow:
         (None, Some(tasks)) => SftData::Gold(tasks.clone(), args.prompt.style()),
         (None, None) => anyhow::bail!("give --data or --dataset"),
     };
+    let (config, settings) =
+        commands::sft_settings(args.run.config.as_deref(), &args.run.overrides)
+            .map_err(usage_of_override)?;
     let cmd = SftCommand {
         source: source(&args.run),
         data,
-        config: commands::sft_config(args.run.config.as_deref(), &args.run.overrides)?,
-        output: output(&args.run),
+        config,
+        settings,
+        output: output(&args.run, verbosity),
         device: args.run.device.device,
         force: args.run.force,
         ranks: ranks.clone(),
@@ -354,13 +383,17 @@ pub(crate) fn run_grpo(args: &GrpoArgs, verbosity: &Verbosity) -> anyhow::Result
 }
 
 fn grpo_on_ranks(args: &GrpoArgs, verbosity: &Verbosity, ranks: &Ranks) -> anyhow::Result<()> {
+    let (config, settings) =
+        commands::grpo_settings(args.run.config.as_deref(), &args.run.overrides)
+            .map_err(usage_of_override)?;
     let cmd = GrpoCommand {
         source: source(&args.run),
         dataset: args.dataset.clone(),
         plugins: args.plugins.clone(),
-        config: commands::grpo_config(args.run.config.as_deref(), &args.run.overrides)?,
+        config,
+        settings,
         prompt_style: args.prompt.style(),
-        output: output(&args.run),
+        output: output(&args.run, verbosity),
         reward_jobs: args
             .reward_jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
@@ -582,7 +615,8 @@ pub(crate) fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
     let chunk = 0;
     let inputs = match args.kind {
         PlanKind::Grpo => {
-            let c = commands::grpo_config(args.config.as_deref(), &args.overrides)?;
+            let c = commands::grpo_config(args.config.as_deref(), &args.overrides)
+                .map_err(usage_of_override)?;
             let seq = args.prompt_tokens + c.max_completion_length;
             PlanInputs {
                 model,
@@ -598,7 +632,8 @@ pub(crate) fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
             }
         }
         PlanKind::Sft => {
-            let c = commands::sft_config(args.config.as_deref(), &args.overrides)?;
+            let c = commands::sft_config(args.config.as_deref(), &args.overrides)
+                .map_err(usage_of_override)?;
             PlanInputs {
                 model,
                 device,

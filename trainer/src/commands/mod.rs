@@ -30,9 +30,9 @@ use crate::tokenizer::Tokenizer;
 use crate::train::RunOutput;
 use crate::train::driver::{Objective, Resume, Trainer};
 use crate::train::grpo_loop::{GrpoInputs, GrpoTrainer};
-use crate::train::plan;
 use crate::train::rewards::{ExecuteError, Executor, PluginRewards};
 use crate::train::sft_loop::{SftConfig, SftTrainer};
+use crate::train::{origin, plan};
 use swerve_swebench::{Instance, Prediction};
 
 /// One `KEY=VALUE` override as a TOML table of one key (a value that is not valid TOML is
@@ -50,13 +50,17 @@ fn override_table(item: &str) -> Result<toml::Table> {
 }
 
 /// The settings of a TOML file with `--set` overrides, read by `parse` (which does not
-/// validate). The file is read alone first and each override alone, so that an error points at
-/// the file's own line and column or names the override; then the merged settings.
+/// validate), and the merged table they came from (what a checkpoint records of its run's
+/// settings). A file with a `[section]` table (`[grpo]`, `[sft]`: the bundled demo settings
+/// hold both, and `[demo]`) gives that table's settings; any other file is the settings. The
+/// file is read alone first and each override alone, so that an error points at the file's own
+/// line and column or names the override; then the merged settings.
 fn read_settings<T, E>(
     file: Option<&Path>,
     overrides: &[String],
+    section: &str,
     parse: impl Fn(&str) -> std::result::Result<T, E>,
-) -> Result<T>
+) -> Result<(T, toml::Table)>
 where
     E: Into<SettingsError>,
 {
@@ -68,34 +72,59 @@ where
             source,
         };
         table = toml::from_str(&text).map_err(|e| settings(e.into()))?;
-        parse(&text).map_err(|e| settings(e.into()))?;
+        match table.remove(section) {
+            Some(toml::Value::Table(own)) => {
+                table = own;
+                let text = toml::to_string(&table).expect("tables serialise");
+                parse(&text).map_err(|e| settings(e.into()))?;
+            }
+            _ => {
+                parse(&text).map_err(|e| settings(e.into()))?;
+            }
+        }
     }
     for item in overrides {
         let one = override_table(item)?;
         let text = toml::to_string(&one).expect("tables serialise");
         parse(&text).map_err(|e| Error::Override {
             item: item.clone(),
-            source: e.into(),
+            source: SettingsError::explained(e.into(), one.keys().next().map_or("", |k| k)),
         })?;
         table.extend(one);
     }
     // Each part reads alone, so together they do (a later key replaces an earlier one).
     let text = toml::to_string(&table).expect("tables serialise");
-    parse(&text).map_err(|e| Error::MergedSettings(e.into()))
+    let settings = parse(&text).map_err(|e| Error::MergedSettings(e.into()))?;
+    Ok((settings, table))
 }
 
-/// The GRPO settings of a TOML file (TRL's names) with `--set` overrides, validated.
-pub fn grpo_config(file: Option<&Path>, overrides: &[String]) -> Result<GrpoConfig> {
-    let config = read_settings(file, overrides, GrpoConfig::parse_toml)?;
+/// The GRPO settings of a TOML file (TRL's names; its `[grpo]` table when it has one) with
+/// `--set` overrides, validated, and the table they came from.
+pub fn grpo_settings(
+    file: Option<&Path>,
+    overrides: &[String],
+) -> Result<(GrpoConfig, toml::Table)> {
+    let (config, table) = read_settings(file, overrides, "grpo", GrpoConfig::parse_toml)?;
     config.validate().map_err(Error::GrpoConfig)?;
-    Ok(config)
+    Ok((config, table))
 }
 
-/// The SFT settings of a TOML file with `--set` overrides, validated.
-pub fn sft_config(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig> {
-    let config = read_settings(file, overrides, SftConfig::parse_toml)?;
+/// The GRPO settings alone ([`grpo_settings`]).
+pub fn grpo_config(file: Option<&Path>, overrides: &[String]) -> Result<GrpoConfig> {
+    grpo_settings(file, overrides).map(|(config, _)| config)
+}
+
+/// The SFT settings of a TOML file (its `[sft]` table when it has one) with `--set` overrides,
+/// validated, and the table they came from.
+pub fn sft_settings(file: Option<&Path>, overrides: &[String]) -> Result<(SftConfig, toml::Table)> {
+    let (config, table) = read_settings(file, overrides, "sft", SftConfig::parse_toml)?;
     config.validate()?;
-    Ok(config)
+    Ok((config, table))
+}
+
+/// The SFT settings alone ([`sft_settings`]).
+pub fn sft_config(file: Option<&Path>, overrides: &[String]) -> Result<SftConfig> {
+    sft_settings(file, overrides).map(|(config, _)| config)
 }
 
 /// The plugin host's settings: the default budgets and precompile cache.
@@ -200,6 +229,9 @@ pub struct ModelSource {
     pub model: PathBuf,
     /// A checkpoint of this run to continue from.
     pub resume: Option<PathBuf>,
+    /// Continue the checkpoint even when it is another run's (other data, another output
+    /// folder): `--allow-other-run`.
+    pub allow_other_run: bool,
 }
 
 /// Where a run writes.
@@ -211,6 +243,11 @@ pub struct OutputSpec {
     pub save_steps: u64,
     /// Where the metrics go besides `metrics.jsonl`.
     pub report_to: ReportTo,
+    /// A new run may replace another run's checkpoints and metrics in the folder
+    /// (`--overwrite-output-dir`, Hugging Face's name); without it such a folder is refused.
+    pub overwrite: bool,
+    /// Print the run's memory plan on stderr at its start (not with `-q`).
+    pub show_plan: bool,
 }
 
 impl OutputSpec {
@@ -231,6 +268,8 @@ pub struct GrpoCommand {
     pub plugins: Vec<PluginSpec>,
     /// Settings.
     pub config: GrpoConfig,
+    /// The settings table they came from (kept in checkpoints: `--resume` compares it).
+    pub settings: toml::Table,
     /// Prompt rendering.
     pub prompt_style: PromptStyle,
     /// Outputs.
@@ -274,7 +313,12 @@ fn rank_output(
     if !ranks.is_root() {
         return Ok(None);
     }
-    eprintln!("{plan}");
+    if resumed_at == 0 {
+        claim_output(spec)?;
+    }
+    if spec.show_plan {
+        eprintln!("{plan}");
+    }
     RunOutput::in_dir(
         &spec.dir,
         resumed_at,
@@ -283,6 +327,77 @@ fn rank_output(
         spec.report_to,
     )
     .map(Some)
+}
+
+/// A new run's output folder: refused when it holds another run's checkpoints or metrics
+/// (they would mix with this run's), unless the user asked to replace them, which removes them.
+fn claim_output(spec: &OutputSpec) -> Result<()> {
+    let Ok(entries) = fs_err::read_dir(&spec.dir) else {
+        return Ok(());
+    };
+    let mut checkpoints: Vec<(u64, PathBuf)> = Vec::new();
+    let mut others = Vec::new();
+    for entry in entries.filter_map(std::result::Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(step) = name
+            .strip_prefix("checkpoint-")
+            .and_then(|s| s.parse().ok())
+        {
+            checkpoints.push((step, entry.path()));
+        } else if ["metrics.jsonl", "plots"].contains(&name.as_str())
+            || name.starts_with("events.out.tfevents")
+        {
+            others.push(entry.path());
+        }
+    }
+    checkpoints.sort();
+    if checkpoints.is_empty() && others.is_empty() {
+        return Ok(());
+    }
+    if !spec.overwrite {
+        let (found, resume) = match checkpoints.last() {
+            Some((step, path)) => (format!("checkpoint-{step}"), path.clone()),
+            None => (
+                others[0]
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                spec.dir.clone(),
+            ),
+        };
+        return Err(Error::Run(crate::train::RunError::OutputInUse {
+            dir: spec.dir.clone(),
+            found,
+            resume,
+        }));
+    }
+    for path in checkpoints.into_iter().map(|(_, p)| p).chain(others) {
+        let removed = if path.is_dir() {
+            fs_err::remove_dir_all(&path)
+        } else {
+            fs_err::remove_file(&path)
+        };
+        removed.map_err(|e| Error::io(IoOp::Remove, &path, e))?;
+    }
+    Ok(())
+}
+
+/// This command line's [`RunOrigin`](checkpoint::RunOrigin), checked against the checkpoint
+/// it resumes ([`origin::check_resume`]).
+fn run_origin<C: PartialEq, E>(
+    source: &ModelSource,
+    data: &Path,
+    content: &impl serde::Serialize,
+    output: &OutputSpec,
+    settings: &toml::Table,
+    resumed: Option<&RunState>,
+    parse: impl Fn(&str) -> std::result::Result<C, E>,
+) -> Result<checkpoint::RunOrigin> {
+    let now = origin::origin_of(data, content, &output.dir, settings)?;
+    if let Some(earlier) = resumed.and_then(|state| state.origin.as_ref()) {
+        origin::check_resume(earlier, &now, source.allow_other_run, parse)?;
+    }
+    Ok(now)
 }
 
 fn grpo_on<D: Kernels<f32>>(
@@ -301,6 +416,24 @@ fn grpo_on<D: Kernels<f32>>(
         plugin_host_config(),
         cmd.reward_jobs,
     )?;
+    if cmd.execute.is_none()
+        && let Some((task, field)) = tasks.iter().find_map(|t| {
+            let missing = if t.code_context.is_empty() {
+                "code_context"
+            } else if t.oracle_new_content.is_empty() {
+                "oracle_new_content"
+            } else {
+                return None;
+            };
+            Some((t, missing))
+        })
+    {
+        return Err(Error::Run(crate::train::RunError::TaskWithout {
+            dataset: cmd.dataset.clone(),
+            instance_id: task.instance_id.clone(),
+            field,
+        }));
+    }
     let (policy, resume) = start_model(&cmd.source, dev)?;
     // The frozen reference (the initial weights) only when β > 0, as TRL loads a reference
     // model only then; no copy of the initial weights otherwise.
@@ -322,7 +455,7 @@ fn grpo_on<D: Kernels<f32>>(
         (true, Some(_)) => Some(CausalLm::<f32, D>::load(&cmd.source.model, dev)?),
     };
     let executor = cmd.execute.as_ref().map(start_executor).transpose()?;
-    let trainer = GrpoTrainer::new(
+    let mut trainer = GrpoTrainer::new(
         cmd.config.clone(),
         GrpoInputs {
             tasks: &tasks,
@@ -336,6 +469,18 @@ fn grpo_on<D: Kernels<f32>>(
         resume,
         cmd.ranks.clone(),
     )?;
+    // After the trainer checked the checkpoint's kind and ranks: then whether it is this run.
+    let resumed = cmd.source.resume.is_some().then_some(&trainer.state);
+    let origin = run_origin(
+        &cmd.source,
+        &cmd.dataset,
+        &tasks,
+        &cmd.output,
+        &cmd.settings,
+        resumed,
+        GrpoConfig::parse_toml,
+    )?;
+    trainer.state.origin = Some(origin);
     run_to_end(
         trainer,
         device,
@@ -400,6 +545,8 @@ pub struct SftCommand {
     pub data: SftData,
     /// Settings.
     pub config: SftConfig,
+    /// The settings table they came from (kept in checkpoints: `--resume` compares it).
+    pub settings: toml::Table,
     /// Outputs.
     pub output: OutputSpec,
     /// Where the model trains (with several ranks, `cuda` is each rank's own GPU).
@@ -435,7 +582,10 @@ fn sft_on<D: Kernels<f32>>(
         )?,
     };
     let (model, resume) = start_model(&cmd.source, dev)?;
-    let trainer = SftTrainer::new(
+    let data = match &cmd.data {
+        SftData::Pairs(path) | SftData::Gold(path, _) => path,
+    };
+    let mut trainer = SftTrainer::new(
         cmd.config.clone(),
         &examples,
         &tokenizer,
@@ -443,6 +593,18 @@ fn sft_on<D: Kernels<f32>>(
         resume,
         cmd.ranks.clone(),
     )?;
+    // After the trainer checked the checkpoint's kind and ranks: then whether it is this run.
+    let resumed = cmd.source.resume.is_some().then_some(&trainer.state);
+    let origin = run_origin(
+        &cmd.source,
+        data,
+        &examples,
+        &cmd.output,
+        &cmd.settings,
+        resumed,
+        SftConfig::parse_toml,
+    )?;
+    trainer.state.origin = Some(origin);
     run_to_end(
         trainer,
         device,

@@ -61,6 +61,62 @@ pub enum RunError {
         /// This run's.
         ranks: usize,
     },
+    /// The checkpoint is another run's: other data or another output folder.
+    #[error(
+        "this checkpoint is of another run: its {what} is {checkpoint}, this command's is {now}; \
+         resume it with its own data and --output, or pass --allow-other-run to continue it with \
+         these"
+    )]
+    OtherRun {
+        /// What differs (`data`, `output folder`).
+        what: &'static str,
+        /// The checkpoint run's.
+        checkpoint: String,
+        /// This command line's.
+        now: String,
+    },
+    /// A setting of the command line that does not mean the checkpoint's run.
+    #[error(
+        "--resume: `{key}` is {checkpoint} in the checkpoint's run and {now} on this command \
+         line; give the run's value (or leave it out), or start a new run in another --output"
+    )]
+    SettingConflict {
+        /// The setting.
+        key: String,
+        /// Its value in the checkpoint's run.
+        checkpoint: String,
+        /// Its value on this command line.
+        now: String,
+    },
+    /// A new run into a folder that holds another run's checkpoints or metrics.
+    #[error(
+        "{} holds another run ({found}): continue it with --resume {}, write this run \
+         elsewhere (--output), or pass --overwrite-output-dir to replace it",
+        dir.display(),
+        resume.display()
+    )]
+    OutputInUse {
+        /// The output folder.
+        dir: std::path::PathBuf,
+        /// What was found there (`checkpoint-40`, `metrics.jsonl`).
+        found: String,
+        /// The checkpoint to resume (the folder itself when it holds only metrics).
+        resume: std::path::PathBuf,
+    },
+    /// A GRPO task row without what its prompt or its reward needs.
+    #[error(
+        "{}: row `{instance_id}` has no `{field}` (GRPO shows the files of `code_context` in the \
+         prompt and scores against `oracle_new_content`, unless --execute runs the tests)",
+        dataset.display()
+    )]
+    TaskWithout {
+        /// The dataset.
+        dataset: std::path::PathBuf,
+        /// The row.
+        instance_id: String,
+        /// The field it lacks.
+        field: &'static str,
+    },
     /// SFT without examples.
     #[error("no SFT examples")]
     NoExamples,
@@ -215,6 +271,10 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
                 objective.check_resume(&state)?;
                 state.check_ranks(ranks.world_size())?;
                 optimizer.config = arguments.adamw();
+                // How long the run goes is the command line's (train/origin.rs: the settings
+                // that would change anything else were checked before).
+                let mut state = state;
+                state.total_steps = objective.total_steps(ranks.world_size());
                 (optimizer, state)
             }
             None => (

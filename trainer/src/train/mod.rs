@@ -16,6 +16,7 @@ pub(crate) mod batch;
 pub(crate) mod driver;
 pub mod grpo_loop;
 pub mod grpo_objective;
+pub(crate) mod origin;
 pub mod plan;
 pub mod rewards;
 mod schedule;

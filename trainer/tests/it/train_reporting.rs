@@ -312,6 +312,37 @@ fn sft_and_grpo_write_tensorboard_events_and_progress_lines() {
         resumed.iter().map(|m| m.get("loss")).collect::<Vec<_>>()
     );
 
+    // The folder now holds this run: a new run there is refused, and so is continuing its
+    // checkpoint with other data, each naming the flag that allows it.
+    fs_err::write(
+        work.join("other.jsonl"),
+        "{\"prompt\": \"w1\", \"completion\": \"w2\"}\n",
+    )
+    .unwrap();
+    let refused = |args: &[&str], says: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+            .args(args)
+            .current_dir(work)
+            .output()
+            .expect("trainer runs");
+        let log = stderr(&out);
+        assert!(
+            !out.status.success() && log.contains(says),
+            "{args:?}: {log}"
+        );
+    };
+    refused(&sft_args(&[]), "--overwrite-output-dir");
+    let mut other = sft_args(&["--resume", "sft/checkpoint-3"]);
+    other[4] = "other.jsonl";
+    refused(&other, "--allow-other-run");
+    assert_eq!(
+        metrics_log::read(&work.join("sft/metrics.jsonl"))
+            .unwrap()
+            .len(),
+        resumed.len(),
+        "a refused run leaves the folder as it was"
+    );
+
     // --report-to jsonl: no event file.
     trainer(work, &{
         let mut args = sft_args(&["--report-to", "jsonl"]);
