@@ -88,10 +88,13 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
         dir: dir.path().join(name),
         save_steps: 0,
         report_to: Default::default(),
+        overwrite: false,
+        show_plan: false,
     };
     let source = ModelSource {
         model,
         resume: None,
+        allow_other_run: false,
     };
     let sft = run_sft(
         &SftCommand {
@@ -99,6 +102,7 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             data: SftData::Gold(tasks.clone(), style),
             config: SftConfig::from_toml_str("max_steps = 1\nper_device_train_batch_size = 2\n")
                 .unwrap(),
+            settings: Default::default(),
             output: output("sft"),
             device: Default::default(),
             force: false,
@@ -121,6 +125,7 @@ fn one_sft_and_one_grpo_step_on_curated_tasks() {
             )
             .unwrap(),
             prompt_style: style,
+            settings: Default::default(),
             output: output("grpo"),
             reward_jobs: 1,
             execute: None,

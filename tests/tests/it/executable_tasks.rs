@@ -166,6 +166,7 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
             source: ModelSource {
                 model,
                 resume: None,
+                allow_other_run: false,
             },
             dataset: rows.clone(),
             plugins: vec!["tests-fixed".parse().unwrap()],
@@ -174,6 +175,7 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
                  max_completion_length = 8\n",
             )
             .unwrap(),
+            settings: Default::default(),
             prompt_style: PromptStyle {
                 format: PromptFormat::Bare,
                 focus: Some(2),
@@ -182,6 +184,8 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
                 dir: dir.path().join("grpo"),
                 save_steps: 0,
                 report_to: Default::default(),
+                overwrite: false,
+                show_plan: false,
             },
             reward_jobs: 1,
             execute: Some(ExecuteSpec {
