@@ -271,6 +271,18 @@ pub enum Error {
     #[cfg(feature = "execute")]
     #[error("interrupted while executing completions")]
     Interrupted(#[source] Box<swerve_harness::execution::RunError>),
+    /// A signal stopped training (every rank alike, at the end of a step).
+    #[error("stopped at the end of a step")]
+    Signalled(#[source] swerve_interrupt::Interrupted),
+    /// A signal stopped training on rank 0, which saved `checkpoint` first.
+    #[error("{} is saved: add `--resume {}` to the same command to continue", checkpoint.display(), checkpoint.display())]
+    Stopped {
+        /// The signal.
+        #[source]
+        signal: swerve_interrupt::Interrupted,
+        /// The checkpoint the run continues from.
+        checkpoint: std::path::PathBuf,
+    },
     /// A checkpoint's chat template (`tokenizer_config.json` or `chat_template.jinja`) is
     /// malformed, does not compile or failed to render (`raise_exception` in the template), or
     /// the checkpoint has none although the `template` prompt format needs one.

@@ -38,9 +38,13 @@ enum Command {
         /// Repository root holding harness/datasets/swerve-mini and harness/samples
         #[arg(long, default_value = ".")]
         root: PathBuf,
-        /// Where to write the tokenizer
-        #[arg(long, default_value = "trainer/assets/tiny/tokenizer.json")]
-        out: PathBuf,
+        /// Where to write the tokenizer (`--out` is its older name)
+        #[arg(
+            long,
+            alias = "out",
+            default_value = "trainer/assets/tiny/tokenizer.json"
+        )]
+        output: PathBuf,
     },
     /// Supervised warm-up on prompt/completion pairs (loss on completion tokens only)
     Sft(train_args::SftArgs),
@@ -67,7 +71,7 @@ struct GenerateArgs {
     #[arg(long, required = true)]
     prompt: Vec<String>,
     /// Most new tokens per prompt
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = swerve_cli::count)]
     max_new_tokens: usize,
     /// Sampling temperature; 0 for greedy decoding
     #[arg(long, default_value_t = 1.0)]
@@ -97,10 +101,10 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Generate(args) => run_generate(&args)?,
         Command::Loss { case } => println!("{}", swerve_trainer::commands::loss::run(&case)?),
-        Command::Tokenizer { root, out } => {
+        Command::Tokenizer { root, output } => {
             let spec = swerve_trainer::commands::train_tokenizer::TokenizerSpec::bundled(&root);
-            let vocab = swerve_trainer::commands::train_tokenizer::run(&spec, &out)?;
-            eprintln!("wrote {} ({vocab} tokens)", out.display());
+            let vocab = swerve_trainer::commands::train_tokenizer::run(&spec, &output)?;
+            eprintln!("wrote {} ({vocab} tokens)", output.display());
         }
         Command::Sft(args) => train_args::run_sft(&args, verbosity)?,
         Command::Grpo(args) => train_args::run_grpo(&args, verbosity)?,

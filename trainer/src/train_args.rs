@@ -211,7 +211,7 @@ pub(crate) struct PredictArgs {
     #[command(flatten)]
     prompt: PromptArgs,
     /// Most new tokens per task
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = swerve_cli::count)]
     max_new_tokens: usize,
     /// Sampling temperature; 0 is greedy
     #[arg(long, default_value_t = 0.0)]
@@ -232,11 +232,11 @@ pub(crate) struct PredictArgs {
     repos: Option<PathBuf>,
     /// Most tokens of a prompt with --retriever (default: the model's context length less
     /// --max-new-tokens); files that do not fit are left out in rank order
-    #[arg(long, requires = "retriever")]
+    #[arg(long, requires = "retriever", value_parser = swerve_cli::count)]
     max_prompt_tokens: Option<usize>,
     /// Most new tokens of the model's answer to its localisation prompt with --retriever model
     /// (greedy)
-    #[arg(long, default_value_t = commands::DEFAULT_LOCALIZE_MAX_NEW_TOKENS)]
+    #[arg(long, default_value_t = commands::DEFAULT_LOCALIZE_MAX_NEW_TOKENS, value_parser = swerve_cli::count)]
     localize_max_new_tokens: usize,
     #[command(flatten)]
     device: DeviceArgs,
@@ -496,12 +496,20 @@ pub(crate) fn run_predict(args: &PredictArgs, verbosity: &Verbosity) -> anyhow::
         device: args.device.device,
     };
     let progress = Progress::new("predict", "task", verbosity)?;
-    let reward = commands::run_predict(&cmd, &mut |done, total| {
+    let summary = commands::run_predict(&cmd, &mut |done, total| {
         progress.set_total(total as u64);
         progress.set(done as u64, None);
     })?;
+    progress.clear();
     if !verbosity.quiet {
-        eprintln!("mean swe-rl reward {reward:.4}");
+        let kept = match summary.kept {
+            0 => String::new(),
+            kept => format!(" ({kept} predictions kept from the interrupted run)"),
+        };
+        eprintln!(
+            "mean swe-rl reward {:.4} over {} completions{kept}",
+            summary.mean_reward, summary.predicted
+        );
     }
     println!("{}", args.output.display());
     Ok(())
@@ -598,7 +606,7 @@ pub(crate) struct PlanArgs {
     #[arg(long, value_enum, default_value = "grpo")]
     kind: PlanKind,
     /// Tokens of the longest prompt (GRPO; SFT plans max_length tokens)
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = swerve_cli::count)]
     prompt_tokens: usize,
     #[command(flatten)]
     device: DeviceArgs,
@@ -617,7 +625,21 @@ pub(crate) fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
         PlanKind::Grpo => {
             let c = commands::grpo_config(args.config.as_deref(), &args.overrides)
                 .map_err(usage_of_override)?;
-            let seq = args.prompt_tokens + c.max_completion_length;
+            let seq = args
+                .prompt_tokens
+                .checked_add(c.max_completion_length)
+                .filter(|&seq| seq <= model.max_position_embeddings)
+                .ok_or_else(|| {
+                    swerve_cli::UsageError::new(
+                        "--prompt-tokens",
+                        args.prompt_tokens.to_string(),
+                        format!(
+                            "with max_completion_length {} a sequence is longer than the \
+                             model's context of {} tokens (max_position_embeddings)",
+                            c.max_completion_length, model.max_position_embeddings
+                        ),
+                    )
+                })?;
             PlanInputs {
                 model,
                 device,
@@ -634,13 +656,16 @@ pub(crate) fn run_plan(args: &PlanArgs) -> anyhow::Result<()> {
         PlanKind::Sft => {
             let c = commands::sft_config(args.config.as_deref(), &args.overrides)
                 .map_err(usage_of_override)?;
+            // The longest sequence a run has: max_length, or the model's context where a run
+            // would refuse a row past it.
+            let seq = c.max_length.min(model.max_position_embeddings);
             PlanInputs {
                 model,
                 device,
                 kernels: KernelMode::Fused,
                 rows: c.training.per_device_train_batch_size,
-                seq: c.max_length,
-                completion: c.max_length - 1,
+                seq,
+                completion: seq.saturating_sub(1),
                 gradient_checkpointing: c.training.gradient_checkpointing,
                 logits_chunk_rows: chunk,
                 reference: false,

@@ -54,13 +54,39 @@ fn rows(dir: &Path) -> PathBuf {
 }
 
 fn predict(dir: &Path, retriever: &str, extra: &[&str]) -> (String, Vec<serde_json::Value>) {
-    predict_to(dir, retriever, retriever, extra)
+    predict_to(dir, &long_context_model(dir), retriever, retriever, extra)
+}
+
+/// The fixture model as it is (128 positions).
+fn fixture_model() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2")
+}
+
+/// The fixture model with a context of 4096 positions instead of its 128 (its rotary positions
+/// go on past them): retrieval's prompts here are longer than 128 tokens, and generation refuses
+/// a prompt past the model's context. Copied into `dir` once.
+fn long_context_model(dir: &Path) -> PathBuf {
+    let model = dir.join("tiny-qwen2-4k");
+    if !model.exists() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2");
+        std::fs::create_dir(&model).unwrap();
+        for file in ["model.safetensors", "tokenizer.json", "generation_config.json"] {
+            std::fs::copy(fixture.join(file), model.join(file)).unwrap();
+        }
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(fixture.join("config.json")).unwrap())
+                .unwrap();
+        config["max_position_embeddings"] = 4096.into();
+        std::fs::write(model.join("config.json"), config.to_string()).unwrap();
+    }
+    model
 }
 
 /// `trainer predict --retriever <retriever>` into `<name>.jsonl`; its stderr and the rows of
 /// `<name>.retrieval.jsonl`.
 fn predict_to(
     dir: &Path,
+    model: &Path,
     retriever: &str,
     name: &str,
     extra: &[&str],
@@ -70,7 +96,7 @@ fn predict_to(
         .current_dir(dir)
         .arg("predict")
         .arg("--model")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2"))
+        .arg(model)
         .args(["--dataset", "rows.jsonl", "--output"])
         .arg(&output)
         .args(["--retriever", retriever, "--repos", "repos"])
@@ -138,8 +164,8 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
             .iter()
             .all(|r| r["prompt_tokens"].as_u64().unwrap() <= 600 || r.get("error").is_some())
     );
-    // The default budget is the model's context less --max-new-tokens: 124 here.
-    let (stderr, none) = predict(dir.path(), "bm25", &[]);
+    // The default budget is the model's context less --max-new-tokens: 124 for the fixture.
+    let (stderr, none) = predict_to(dir.path(), &fixture_model(), "bm25", "bm25", &[]);
     assert!(stderr.contains("(budget 124)"), "{stderr}");
     assert!(none.iter().all(|r| r.get("error").is_some()));
     assert!(stderr.contains("13 rows without a context"), "{stderr}");
@@ -309,6 +335,7 @@ fn model_retriever_localises_then_repairs_on_the_fixture_model() {
     // rest; below the prompt without paths, the model is not asked.
     let (stderr, tight) = predict_to(
         dir.path(),
+        &long_context_model(dir.path()),
         "model",
         "model-tight",
         &[
@@ -334,6 +361,7 @@ fn model_retriever_localises_then_repairs_on_the_fixture_model() {
     }
     let (stderr, none) = predict_to(
         dir.path(),
+        &long_context_model(dir.path()),
         "model",
         "model-none",
         &["--max-prompt-tokens", "10"],

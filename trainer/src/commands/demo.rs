@@ -282,8 +282,9 @@ fn run_on<D: Kernels<f32>>(
             sampling: &sampling,
             batch: tasks.len(),
             model_name: PREDICTIONS_MODEL_NAME,
+            first_row: 0,
         },
-        &mut |_, _| {},
+        &mut |_, _, _| Ok(()),
     )?;
     let predictions_path = paths.out.join("predictions.jsonl");
     let lines: String = predicted

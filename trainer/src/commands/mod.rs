@@ -351,7 +351,10 @@ fn claim_output(spec: &OutputSpec) -> Result<()> {
         }
     }
     checkpoints.sort();
-    if checkpoints.is_empty() && others.is_empty() {
+    // A folder without checkpoints whose metrics log has no step holds nothing a run finished
+    // (one stopped while it loaded its model): it is taken over as it is.
+    let no_steps = fs_err::metadata(spec.dir.join("metrics.jsonl")).map_or(true, |m| m.len() == 0);
+    if checkpoints.is_empty() && (others.is_empty() || no_steps) {
         return Ok(());
     }
     if !spec.overwrite {
@@ -417,21 +420,16 @@ fn grpo_on<D: Kernels<f32>>(
         cmd.reward_jobs,
     )?;
     if cmd.execute.is_none()
-        && let Some((task, field)) = tasks.iter().find_map(|t| {
-            let missing = if t.code_context.is_empty() {
-                "code_context"
-            } else if t.oracle_new_content.is_empty() {
-                "oracle_new_content"
-            } else {
-                return None;
-            };
-            Some((t, missing))
-        })
+        // One of the two may be empty (a fix that only adds files has no context, one that only
+        // deletes them has no new content); a row with neither has nothing to prompt with or
+        // score against.
+        && let Some(task) = tasks
+            .iter()
+            .find(|t| t.code_context.is_empty() && t.oracle_new_content.is_empty())
     {
         return Err(Error::Run(crate::train::RunError::TaskWithout {
             dataset: cmd.dataset.clone(),
             instance_id: task.instance_id.clone(),
-            field,
         }));
     }
     let (policy, resume) = start_model(&cmd.source, dev)?;
@@ -666,17 +664,102 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     swerve_cache::write_atomic(path, text).map_err(|e| Error::io(IoOp::Write, path, e))
 }
 
-/// Runs `trainer predict`; returns the mean SWE-RL reward of the completions. `on_batch` sees
-/// the tasks done and the total after every generation batch.
-pub fn run_predict(cmd: &PredictCommand, on_batch: &mut dyn FnMut(usize, usize)) -> Result<f64> {
-    crate::on_device!(cmd.device, |dev| predict_on(cmd, dev, on_batch))
+/// What `trainer predict` did: the mean SWE-RL reward of this run's completions, and how many
+/// predictions it kept from an interrupted run it continued.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PredictSummary {
+    /// The mean SWE-RL reward of the completions this run made (0 without any).
+    pub mean_reward: f64,
+    /// The completions this run made.
+    pub predicted: usize,
+    /// Predictions kept from an earlier run of the same command.
+    pub kept: usize,
+}
+
+/// Runs `trainer predict`. `on_batch` sees the tasks done and the total after every generation
+/// batch.
+///
+/// The predictions are written as they are made, one write per batch, to `<output>.partial`
+/// ([`swerve_cache::PartialLines`]), renamed over `<output>` when every row is predicted: an
+/// interrupted run leaves the previous output untouched and the predictions made so far, which
+/// the same command continues (the key is the model's files, the dataset and the settings that
+/// change a prediction; rows sample as their place in the dataset says, so a continued run's
+/// predictions are those of an uninterrupted one).
+pub fn run_predict(
+    cmd: &PredictCommand,
+    on_batch: &mut dyn FnMut(usize, usize),
+) -> Result<PredictSummary> {
+    // The output is opened before the model loads: a folder or an unwritable path is refused
+    // at once, not after every generation.
+    if cmd.output.is_dir() {
+        return Err(Error::io(
+            IoOp::Write,
+            &cmd.output,
+            std::io::Error::other("--output is a folder; name a predictions file"),
+        ));
+    }
+    if let Some(dir) = cmd.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs_err::create_dir_all(dir).map_err(|e| Error::io(IoOp::CreateDir, dir, e))?;
+    }
+    let key = predict_key(cmd)?;
+    let (partial, reopened) = swerve_cache::PartialLines::open(&cmd.output, &key)
+        .map_err(|e| Error::io(IoOp::Write, &cmd.output, e))?;
+    if reopened == swerve_cache::Reopened::Restarted {
+        tracing::warn!(
+            "{} was another run's (other model, dataset or settings): starting over",
+            partial.partial_path().display()
+        );
+    }
+    swerve_interrupt::set_resume_hint(Some(format!(
+        "the predictions made so far are kept in {}; run the same command again to continue after them",
+        partial.partial_path().display()
+    )));
+    let summary = crate::on_device!(cmd.device, |dev| predict_on(cmd, dev, partial, on_batch))?;
+    swerve_interrupt::set_resume_hint(None);
+    Ok(summary)
+}
+
+/// The key of a `trainer predict` run's partial output: the model's and the dataset's files
+/// (path, size, modification time) and every setting that changes a prediction (not `--batch`:
+/// a row's sample does not depend on it).
+fn predict_key(cmd: &PredictCommand) -> Result<String> {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    let mut add = |path: &Path| -> Result<()> {
+        let meta = fs_err::metadata(path).map_err(|e| Error::io(IoOp::Read, path, e))?;
+        hasher.update(format!(
+            "{}\0{}\0{:?}\n",
+            path.display(),
+            meta.len(),
+            meta.modified().ok()
+        ));
+        Ok(())
+    };
+    add(&cmd.dataset)?;
+    let dir = model_dir(&cmd.model)?;
+    let mut files: Vec<PathBuf> = fs_err::read_dir(dir)
+        .map_err(|e| Error::io(IoOp::Read, dir, e))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    for file in &files {
+        add(file)?;
+    }
+    hasher.update(format!(
+        "{:?}\n{:?}\n{:?}\n",
+        cmd.prompt_style, cmd.sampling, cmd.retrieval
+    ));
+    Ok(hex::encode(hasher.finalize()))
 }
 
 fn predict_on<D: Kernels<f32>>(
     cmd: &PredictCommand,
     dev: &D,
+    mut partial: swerve_cache::PartialLines,
     on_batch: &mut dyn FnMut(usize, usize),
-) -> Result<f64> {
+) -> Result<PredictSummary> {
+    let write_err = |e| Error::io(IoOp::Write, partial_path(&cmd.output), e);
     let tokenizer = Tokenizer::from_file(&model_dir(&cmd.model)?.join("tokenizer.json"))?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
     let model = CausalLm::<f32, D>::load(&cmd.model, dev)?;
@@ -727,40 +810,80 @@ fn predict_on<D: Kernels<f32>>(
         eprintln!("{}", crate::predict::retrieval::summary(&reports, budget));
     }
     let order: Vec<String> = tasks.iter().map(|t| t.instance_id.clone()).collect();
-    let (to_generate, skipped): (Vec<Instance>, Vec<Instance>) = tasks
+    // The kept predictions are the dataset's first rows, in its order.
+    let kept = partial.done();
+    let kept_ids: Vec<String> = partial
+        .kept_lines()
+        .map_err(write_err)?
+        .iter()
+        .map(|line| serde_json::from_str::<Prediction>(line).map(|p| p.instance_id))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| write_err(std::io::Error::other(e)))?;
+    if kept > order.len() || kept_ids[..] != order[..kept] {
+        return Err(write_err(std::io::Error::other(
+            "the kept predictions are not the dataset's first rows; remove the .partial file",
+        )));
+    }
+    let (to_generate, _): (Vec<Instance>, Vec<Instance>) = tasks
         .into_iter()
         .partition(|t| !failed.contains_key(&t.instance_id));
+    let start = order[..kept]
+        .iter()
+        .filter(|id| !failed.contains_key(*id))
+        .count();
+    let empty = |id: &str| Prediction {
+        instance_id: id.to_owned(),
+        model_name_or_path: Some(model_name.clone()),
+        model_patch: Some(String::new()),
+    };
+    // Lines go out in the dataset's order: before each prediction, the rows without a context
+    // that come before it, with an empty patch.
+    let mut next = kept;
+    let emit = |partial: &mut swerve_cache::PartialLines, prediction: &Prediction| {
+        let line = serde_json::to_vec(prediction).expect("predictions serialise");
+        partial.write_line(&line);
+    };
+    let total_rows = to_generate.len();
     let predicted = predict(
         &model,
         &tokenizer,
-        &to_generate,
+        &to_generate[start..],
         PredictSettings {
             prompter: &prompter,
             sampling: &sampling,
             batch: cmd.batch,
             model_name: &model_name,
+            first_row: start,
         },
-        on_batch,
+        &mut |batch, done, _| {
+            for p in batch {
+                while order[next] != p.prediction.instance_id {
+                    emit(&mut partial, &empty(&order[next]));
+                    next += 1;
+                }
+                emit(&mut partial, &p.prediction);
+                next += 1;
+            }
+            partial.flush().map_err(write_err)?;
+            on_batch(start + done, total_rows);
+            Ok(())
+        },
     )?;
-    // In the dataset's order, the rows without a context with an empty patch.
-    let mut by_id: BTreeMap<String, Prediction> = predicted
-        .iter()
-        .map(|p| (p.prediction.instance_id.clone(), p.prediction.clone()))
-        .collect();
-    by_id.extend(skipped.iter().map(|t| {
-        let empty = Prediction {
-            instance_id: t.instance_id.clone(),
-            model_name_or_path: Some(model_name.clone()),
-            model_patch: Some(String::new()),
-        };
-        (t.instance_id.clone(), empty)
-    }));
-    let lines: String = order
-        .iter()
-        .filter_map(|id| by_id.remove(id))
-        .map(|p| serde_json::to_string(&p).expect("predictions serialise") + "\n")
-        .collect();
-    write_file(&cmd.output, &lines)?;
+    for id in &order[next..] {
+        emit(&mut partial, &empty(id));
+    }
+    partial.commit().map_err(write_err)?;
     let total: f64 = predicted.iter().map(|p| p.swe_rl_reward).sum();
-    Ok(total / predicted.len().max(1) as f64)
+    Ok(PredictSummary {
+        mean_reward: total / predicted.len().max(1) as f64,
+        predicted: predicted.len(),
+        kept,
+    })
+}
+
+/// `<output>.partial`, where `trainer predict` writes as it goes.
+fn partial_path(output: &Path) -> PathBuf {
+    let mut name = output.as_os_str().to_owned();
+    name.push(".partial");
+    PathBuf::from(name)
 }

@@ -29,6 +29,10 @@ pub struct Predicted {
     pub swe_rl_reward: f64,
 }
 
+/// What [`predict`] calls after each batch: the batch's predictions, then the tasks done and
+/// the total; an error it returns ends the run.
+pub type OnBatch<'a> = dyn FnMut(&[Predicted], usize, usize) -> Result<()> + 'a;
+
 /// How predictions are made.
 #[derive(Debug, Clone, Copy)]
 pub struct PredictSettings<'a> {
@@ -40,22 +44,27 @@ pub struct PredictSettings<'a> {
     pub batch: usize,
     /// The predictions' `model_name_or_path`.
     pub model_name: &'a str,
+    /// The place of `tasks`' first row among every row the run predicts (a continued run's
+    /// first row after the kept ones): rows sample as their place says, wherever a run starts.
+    pub first_row: usize,
 }
 
 /// Generates one completion per task, `settings.batch` tasks at a time, and converts each to a
-/// prediction. `on_batch` sees the tasks done and the total after every batch.
+/// prediction. `on_batch` sees each batch's predictions, then the tasks done and the total; an
+/// error it returns ends the run.
 pub fn predict<D: Kernels<f32>>(
     model: &CausalLm<f32, D>,
     tokenizer: &Tokenizer,
     tasks: &[Instance],
     settings: PredictSettings<'_>,
-    on_batch: &mut dyn FnMut(usize, usize),
+    on_batch: &mut OnBatch<'_>,
 ) -> Result<Vec<Predicted>> {
     let PredictSettings {
         prompter,
         sampling,
         batch,
         model_name,
+        first_row,
     } = settings;
     let mut out = Vec::with_capacity(tasks.len());
     for (b, chunk) in tasks.chunks(batch.max(1)).enumerate() {
@@ -65,7 +74,7 @@ pub fn predict<D: Kernels<f32>>(
             .collect::<Result<Vec<_>>>()?;
         // Rows are numbered across batches, so a task's sample does not depend on `batch`.
         let config = SamplingConfig {
-            first_row: (b * batch.max(1)) as u64,
+            first_row: (first_row + b * batch.max(1)) as u64,
             ..sampling.clone()
         };
         let generation = generate(model, &prompts, &config)?;
@@ -87,7 +96,7 @@ pub fn predict<D: Kernels<f32>>(
                 swe_rl_reward: reward,
             });
         }
-        on_batch(out.len(), tasks.len());
+        on_batch(&out[b * batch.max(1)..], out.len(), tasks.len())?;
     }
     Ok(out)
 }

@@ -10,7 +10,7 @@
 //! `num_tokens`, `step_time`, `tokens_per_second`, `epoch`, and with several ranks
 //! `allreduce_time`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dfdx::prelude::Gradients;
@@ -30,6 +30,20 @@ use crate::train::{MetricsAccumulator, RunOutput};
 /// Why a run cannot start, resume or go on.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// An SFT example longer than the model's context after truncation to `max_length`.
+    #[error(
+        "example {row} has {tokens} tokens after truncation to max_length, past the model's \
+         context of {context} tokens (max_position_embeddings): set max_length to at most \
+         {context}"
+    )]
+    PastContext {
+        /// The example (from 0, in the data's order).
+        row: usize,
+        /// Its tokens, prompt and completion.
+        tokens: usize,
+        /// The model's context.
+        context: usize,
+    },
     /// The checkpoint is of another kind of run.
     #[error("cannot resume a `{run}` run from a `{checkpoint}` checkpoint")]
     OtherKind {
@@ -103,10 +117,11 @@ pub enum RunError {
         /// The checkpoint to resume (the folder itself when it holds only metrics).
         resume: std::path::PathBuf,
     },
-    /// A GRPO task row without what its prompt or its reward needs.
+    /// A GRPO task row with neither what its prompt nor what its reward needs.
     #[error(
-        "{}: row `{instance_id}` has no `{field}` (GRPO shows the files of `code_context` in the \
-         prompt and scores against `oracle_new_content`, unless --execute runs the tests)",
+        "{}: row `{instance_id}` has neither `code_context` nor `oracle_new_content` (GRPO shows \
+         the files of `code_context` in the prompt and scores against `oracle_new_content`, \
+         unless --execute runs the tests)",
         dataset.display()
     )]
     TaskWithout {
@@ -114,8 +129,6 @@ pub enum RunError {
         dataset: std::path::PathBuf,
         /// The row.
         instance_id: String,
-        /// The field it lacks.
-        field: &'static str,
     },
     /// SFT without examples.
     #[error("no SFT examples")]
@@ -230,6 +243,15 @@ pub struct StepContext<'a, D: Kernels<f32>> {
     pub metrics: &'a mut MetricsAccumulator,
 }
 
+/// The hint for a run whose last checkpoint is `checkpoint`: how to continue it.
+pub(crate) fn continue_with(checkpoint: &Path) -> String {
+    format!(
+        "{} is kept: add `--resume {}` to the same command to continue",
+        checkpoint.display(),
+        checkpoint.display()
+    )
+}
+
 /// A run in progress: the model, its optimiser and where the run stands, trained on an
 /// [`Objective`].
 pub struct Trainer<D: Kernels<f32>, O: Objective<D>> {
@@ -339,6 +361,10 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
         on_step: &mut dyn FnMut(&StepMetrics, &RunState),
     ) -> Result<()> {
         let mut first = true;
+        // A first Ctrl-C or SIGTERM is taken at the end of the step it falls in (or the next
+        // step where a checkpoint resumes): the run saves one and stops, losing nothing. A
+        // second one stops the process at once, with the last checkpoint named.
+        let _cooperation = swerve_interrupt::cooperate();
         while !self.finished() {
             let metrics = self.step()?;
             // The ranks' parameters agree after this process's first step and the last (checked).
@@ -347,18 +373,48 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
                     .check_same_params(&self.model.params, metrics.step)?;
             }
             on_step(&metrics, &self.state);
+            let resumable = self.objective.resumable_at(&self.state);
+            let stop = if resumable { self.signalled()? } else { None };
             let Some(output) = output.as_deref_mut() else {
+                if let Some(signal) = stop {
+                    return Err(Error::Signalled(signal));
+                }
                 continue;
             };
             output.metrics.append(&metrics)?;
             // The last step always saves, also where the checkpoint does not resume (it holds
             // the final weights; `new` refuses to continue from it).
-            let due = self.objective.resumable_at(&self.state) && output.due(self.state.step);
-            if due || self.finished() {
-                self.save(output)?;
+            let due = resumable && output.due(self.state.step);
+            if due || self.finished() || stop.is_some() {
+                let checkpoint = self.save(output)?;
+                swerve_interrupt::set_resume_hint(Some(continue_with(&checkpoint)));
+                if let Some(signal) = stop {
+                    return Err(Error::Stopped { signal, checkpoint });
+                }
             }
         }
         Ok(())
+    }
+
+    /// The signal that stops the run here, when one was received: by any rank, so that every
+    /// rank stops at the same step (one sum over the ranks; nothing on one rank).
+    fn signalled(&self) -> Result<Option<swerve_interrupt::Interrupted>> {
+        let received = swerve_interrupt::received();
+        let mut flags = [
+            f64::from(u8::from(
+                received == Some(swerve_interrupt::Signal::Interrupt),
+            )),
+            f64::from(u8::from(
+                received == Some(swerve_interrupt::Signal::Terminate),
+            )),
+        ];
+        self.ranks.sum(&mut flags)?;
+        Ok(match flags {
+            [_, terminate] if terminate > 0.0 => Some(swerve_interrupt::Signal::Terminate),
+            [interrupt, _] if interrupt > 0.0 => Some(swerve_interrupt::Signal::Interrupt),
+            _ => None,
+        }
+        .map(|signal| swerve_interrupt::Interrupted { signal }))
     }
 
     /// Draws the run's plots (the objective's `PLOTS`) from `output`'s metrics log into

@@ -152,9 +152,11 @@ impl Sft {
             .eos_token_ids
             .first()
             .ok_or(Error::Run(RunError::NoEosToken))?;
+        let context = model.config.max_position_embeddings;
         let examples = examples
             .iter()
-            .map(|e| {
+            .enumerate()
+            .map(|(row, e)| {
                 // A prompt rendered through a chat template already starts with the BOS.
                 let mut prompt = tokenizer.encode(&e.prompt, e.add_special_tokens)?;
                 let mut completion = tokenizer.encode(&e.completion, false)?;
@@ -167,6 +169,14 @@ impl Sft {
                         .max(1);
                     prompt.drain(..prompt.len() - keep_prompt);
                     completion.truncate(max - keep_prompt);
+                }
+                let tokens = prompt.len() + completion.len();
+                if tokens > context {
+                    return Err(Error::Run(RunError::PastContext {
+                        row,
+                        tokens,
+                        context,
+                    }));
                 }
                 Ok((prompt, completion))
             })
@@ -366,7 +376,10 @@ mod tests {
             completion: "w9".into(),
             add_special_tokens: true,
         });
-        let model = CausalLm::<f32, Cpu>::load(&fixture, &Cpu::default()).unwrap();
+        let mut model = CausalLm::<f32, Cpu>::load(&fixture, &Cpu::default()).unwrap();
+        // The templated prompt is longer than the fixture's 128 positions: a model of a longer
+        // context takes it whole (what is checked here is its first tokens).
+        model.config.max_position_embeddings = 4096;
         let sft = Sft::new(
             SftConfig::default(),
             &examples,
@@ -379,5 +392,28 @@ mod tests {
         assert_eq!(templated[0], BOS);
         assert_ne!(templated[1], BOS, "two BOS tokens: {templated:?}");
         assert_eq!(sft.examples[1].0, [BOS, 8, 9]);
+        // In the fixture's own 128 positions the templated example does not fit max_length's
+        // 1024: refused, naming it.
+        model.config.max_position_embeddings = 128;
+        let refused = Sft::new(
+            SftConfig::default(),
+            &examples,
+            &tokenizer,
+            &model,
+            &Ranks::single(),
+        )
+        .err()
+        .expect("an example past the context is refused");
+        assert!(
+            matches!(
+                refused,
+                Error::Run(RunError::PastContext {
+                    row: 0,
+                    context: 128,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
     }
 }

@@ -22,6 +22,12 @@ fn errors_name_what_is_wrong() {
         "learning_rate = 1e-5\nbeta = \"high\"\n",
     )
     .unwrap();
+    // A task row with neither a code context nor the oracle's new content.
+    std::fs::write(
+        dir.path().join("bare.jsonl"),
+        "{\"instance_id\": \"a__b-1\", \"problem_statement\": \"w1 w2\"}\n",
+    )
+    .unwrap();
     // The tiny fixture model, and a copy whose config.json is not a model's.
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2");
     for (name, config) in [
@@ -78,6 +84,7 @@ fn errors_name_what_is_wrong() {
             "princeton-nlp/SWE-bench_Lite",
         ]),
         grpo(&["--model", "tiny", "--dataset", "missing.jsonl"]),
+        grpo(&["--model", "tiny", "--dataset", "bare.jsonl"]),
         grpo(&[
             "--model",
             "tiny",
@@ -107,12 +114,28 @@ fn plan_and_device() {
             "plan",
             "--model",
             model,
+            "--prompt-tokens",
+            "64",
+            "--set",
+            "max_completion_length=64",
             "--set",
             "gradient_checkpointing=false",
         ],
         dir.path(),
     );
     assert!(plan.contains("exit 0"), "{plan}");
+    // A sequence past the model's 128 positions (or past any number) is refused, naming both.
+    for tokens in ["100", "9223372036854775807"] {
+        let past = run(
+            trainer(),
+            &["plan", "--model", model, "--prompt-tokens", tokens],
+            dir.path(),
+        );
+        assert!(
+            past.contains("exit 2") && past.contains("context of 128 tokens"),
+            "{past}"
+        );
+    }
     for item in [
         "weights",
         "optimizer (AdamW moments)",
