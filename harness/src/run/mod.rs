@@ -261,13 +261,24 @@ pub async fn run(
     }
     let to_run = select(config, progress)?;
     write_run_json(config, split)?;
+    // Each instance's files are whole once its report.json is written; a rerun reuses them
+    // (`--resume`) and removes the containers the stopped run left (the sweep below).
+    swerve_interrupt::set_resume_hint(Some(format!(
+        "the instances finished so far are kept under {}; run the same command again to \
+         continue (they are reused, the rest are run)",
+        run_dir(&config.log_root, &config.run_id)
+            .join(model_name(config))
+            .display()
+    )));
 
     let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
     sweep(&sandbox, &config.run_id, progress).await?;
     let (base, mut instances, jobs) = prepare_all(config, &sandbox, &to_run, progress).await?;
     let evaluated = evaluate_jobs(config, &sandbox, evaluator, &jobs, progress).await;
     instances.extend(evaluated);
-    finish(config, Some(&sandbox), &base, instances, progress).await
+    let summary = finish(config, Some(&sandbox), &base, instances, progress).await;
+    swerve_interrupt::set_resume_hint(None);
+    summary
 }
 
 /// The model's log folder name: the first prediction's model, `None` without predictions.

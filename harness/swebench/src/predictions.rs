@@ -81,11 +81,24 @@ pub enum PredictionsError {
         source: serde_json::Error,
     },
     /// Prediction ids that are not in the dataset.
-    #[error("Some prediction IDs not found in dataset!\nMissing IDs:\n{}", ids.join(" "))]
+    #[error(
+        "Some prediction IDs not found in dataset!\nMissing IDs:\n{}",
+        ids.iter().map(|id| shown_id(id)).collect::<Vec<_>>().join(" ")
+    )]
     NotInDataset {
         /// The missing ids.
         ids: Vec<String>,
     },
+}
+
+/// An instance id as an error shows it: as it is, or quoted with escapes when it holds
+/// whitespace or control characters (an id ending in a newline would look like a correct one).
+fn shown_id(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        format!("{id:?}").into()
+    } else {
+        id.into()
+    }
 }
 
 /// Python's type name of a JSON value, for error messages.
@@ -128,7 +141,31 @@ pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>, PredictionsError
         path: path.to_owned(),
         source,
     })?;
-    parse_predictions(&text, ext == Some("jsonl"), path)
+    let predictions = parse_predictions(&text, ext == Some("jsonl"), path)?;
+    warn_duplicates(&predictions, path);
+    Ok(predictions)
+}
+
+/// Says which instance ids have more than one prediction: the last one of each is evaluated
+/// (as SWE-bench does, silently).
+fn warn_duplicates(predictions: &[Prediction], path: &Path) {
+    let mut seen = std::collections::HashSet::new();
+    let mut repeated: Vec<&str> = predictions
+        .iter()
+        .map(|p| p.instance_id.as_str())
+        .filter(|id| !seen.insert(*id))
+        .collect();
+    repeated.sort_unstable();
+    repeated.dedup();
+    if let Some(first) = repeated.first() {
+        tracing::warn!(
+            "{}: {} instance ids have more than one prediction (the first: {}); the last \
+             prediction of each is evaluated",
+            path.display(),
+            repeated.len(),
+            shown_id(first)
+        );
+    }
 }
 
 /// Parses predictions text as [`read_predictions`] does (`jsonl`: one object per line, else a
@@ -197,6 +234,30 @@ mod tests {
         let path = dir.join(name);
         std::fs::write(&path, text).expect("write");
         path
+    }
+
+    #[test]
+    fn missing_ids_are_shown_so_that_a_stray_newline_is_seen() {
+        let error = check_in_dataset(
+            &[
+                Prediction {
+                    instance_id: "a__b-1\n".to_owned(),
+                    model_name_or_path: None,
+                    model_patch: None,
+                },
+                Prediction {
+                    instance_id: "c__d-2".to_owned(),
+                    model_name_or_path: None,
+                    model_patch: None,
+                },
+            ],
+            &["a__b-1".to_owned()],
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "Some prediction IDs not found in dataset!\nMissing IDs:\n\"a__b-1\\n\" c__d-2"
+        );
     }
 
     #[test]
