@@ -326,6 +326,13 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
                     },
                 }
             } else {
+                // The output files are each replaced whole, at the end: a stopped run leaves
+                // whole files (its spill folder is removed by the next run).
+                swerve_interrupt::set_resume_hint(Some(format!(
+                    "every file in {} is whole (the previous run's, or this one's where it was \
+                     written); run the same command again to start over",
+                    output.dir.display()
+                )));
                 swerve_curate::run(&inputs, &config, &output, &stages)
                     .with_context(|| format!("curate run into {}", output.dir.display()))?
             }
@@ -397,6 +404,13 @@ fn validate(args: &ValidateArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         let placement = args.placement.placement()?;
         cluster::submit(&config, &placement, &progress).with_context(context)?
     } else {
+        swerve_interrupt::set_resume_hint(Some(format!(
+            "each task finished so far is recorded in {}; run the same command again to \
+             continue with the others",
+            args.output
+                .join(swerve_curate::validate::STATE_FILE)
+                .display()
+        )));
         swerve_curate::validate::validate(&config, evaluator, &progress).with_context(context)?
     };
     if !quiet {

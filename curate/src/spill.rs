@@ -6,8 +6,9 @@
 //! and rows are all in one partition (its name's hash decides), so a partition holds whole pull
 //! requests and whole issue lists.
 //!
-//! The folder is a `.curate-*` directory inside the output folder, removed when the run ends
-//! (a killed run leaves it behind; the next run does not read it).
+//! The folder is a `.curate-<pid>-*` directory inside the output folder, removed when the run
+//! ends. A killed run leaves it behind: the next run in that folder removes every such folder
+//! whose process is gone (and never reads one).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -64,6 +65,40 @@ fn read_error(path: &Path) -> impl Fn(std::io::Error) -> CurateError + '_ {
 /// that read the files, appended by one thread in file order).
 pub(crate) type Encoded = Vec<Vec<u8>>;
 
+/// The start of a spill folder's name, before its process id.
+const SPILL_PREFIX: &str = ".curate-";
+
+/// Removes the spill folders in `output` that no live process owns: what killed runs left. A
+/// folder whose name holds no process id (an older run's) is removed too. Failures are logged:
+/// a leftover costs disk, not correctness.
+fn remove_dead_spills(output: &Path) {
+    let Ok(entries) = fs_err::read_dir(output) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SPILL_PREFIX)) else {
+            continue;
+        };
+        let owner = rest
+            .split_once('-')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        let alive = owner.is_some_and(|pid| {
+            pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists()
+        });
+        if alive || !entry.path().is_dir() {
+            continue;
+        }
+        match fs_err::remove_dir_all(entry.path()) {
+            Ok(()) => tracing::info!(
+                "removed {}, left by an interrupted run",
+                entry.path().display()
+            ),
+            Err(e) => tracing::warn!("cannot remove an interrupted run's spill folder: {e}"),
+        }
+    }
+}
+
 /// The spill folder of one run.
 pub(crate) struct Spill {
     dir: tempfile::TempDir,
@@ -75,8 +110,9 @@ impl Spill {
     /// Creates the folder inside `output` (created when missing) with `count` partitions.
     pub(crate) fn create(output: &Path, count: usize) -> Result<Spill, CurateError> {
         fs_err::create_dir_all(output).map_err(write_error(output))?;
+        remove_dead_spills(output);
         let dir = tempfile::Builder::new()
-            .prefix(".curate-")
+            .prefix(&format!("{SPILL_PREFIX}{}-", std::process::id()))
             .tempdir_in(output)
             .map_err(write_error(output))?;
         let events = (0..count)
@@ -320,5 +356,35 @@ mod tests {
             "every partition gets repositories of shard 0"
         );
         assert_eq!(partition_of("A/B", 7), partition_of("a/b", 7));
+    }
+
+    #[test]
+    fn a_new_run_removes_what_dead_runs_left_and_nothing_else() {
+        let out = tempfile::tempdir().unwrap();
+        // A process id no process has (above the kernel's largest), an older name without
+        // one, this process's own folder, and a user's folder.
+        let dead = out.path().join(".curate-4294967295-abc");
+        let old = out.path().join(".curate-Xyz123");
+        let mine = out
+            .path()
+            .join(format!(".curate-{}-def", std::process::id()));
+        let users = out.path().join("curate-notes");
+        for dir in [&dead, &old, &mine, &users] {
+            fs_err::create_dir_all(dir.join("x")).unwrap();
+        }
+        let spill = super::Spill::create(out.path(), 2).unwrap();
+        assert!(!dead.exists() && !old.exists());
+        assert!(mine.exists() && users.exists() && spill.dir.path().exists());
+        let name = spill
+            .dir
+            .path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            name.starts_with(&format!(".curate-{}-", std::process::id())),
+            "{name}"
+        );
     }
 }

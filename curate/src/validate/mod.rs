@@ -25,8 +25,8 @@ mod stages;
 mod state;
 
 pub use rows::TASK_REPO;
-pub use state::Verdict;
-pub(crate) use state::{STATE_FILE, TaskEnd};
+pub(crate) use state::TaskEnd;
+pub use state::{STATE_FILE, Verdict};
 
 use rows::{TaskRow, read_tasks, write_outputs};
 use stages::{Runnable, Stages};

@@ -59,7 +59,7 @@ pub enum Verdict {
 }
 
 /// The state file in the output folder.
-pub(crate) const STATE_FILE: &str = "validate_state.jsonl";
+pub const STATE_FILE: &str = "validate_state.jsonl";
 
 /// Whether an earlier end is redone on resume (an infrastructure failure).
 pub(super) fn is_retried(end: &TaskEnd) -> bool {
