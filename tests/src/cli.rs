@@ -86,11 +86,7 @@ fn transcript(typed: &str, output: &std::process::Output) -> String {
 /// ended, make it deterministic: the signal arrives after the binary's handler is in place, and
 /// the command cannot finish its work before the signal is handled, however slow the machine.
 pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> String {
-    let number: u32 = match signal {
-        "INT" => 2,
-        "TERM" => 15,
-        other => panic!("no such signal in these tests: {other}"),
-    };
+    let number = signal_number(signal);
     let mut child = command(bin)
         .args(args)
         .current_dir(dir)
@@ -99,26 +95,7 @@ pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> Str
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run the binary");
-    let status = format!("/proc/{}/status", child.id());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let caught = std::fs::read_to_string(&status)
-            .ok()
-            .and_then(|text| {
-                let mask = text.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
-                u64::from_str_radix(mask.trim(), 16).ok()
-            })
-            .is_some_and(|mask| mask & (1 << (number - 1)) != 0);
-        if caught {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} {args:?} never caught SIG{signal}",
-            name(bin)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until_catching(&child, number, &format!("{} {args:?}", name(bin)));
     // Held until the process ended: an end of input would let it finish instead.
     let input = child.stdin.take();
     let sent = Command::new("kill")
@@ -132,6 +109,59 @@ pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> Str
     transcript(&typed, &output)
 }
 
+/// The number of the signal named `signal` (`"INT"`, `"TERM"`).
+pub fn signal_number(signal: &str) -> u32 {
+    match signal {
+        "INT" => 2,
+        "TERM" => 15,
+        other => panic!("no such signal in these tests: {other}"),
+    }
+}
+
+/// Waits until `child` catches signal `number` (its `SigCgt` mask in `/proc/PID/status`): from
+/// then on the signal reaches the binary's handler, not the default action. Fails after a minute.
+pub fn wait_until_catching(child: &std::process::Child, number: u32, what: &str) {
+    let status = format!("/proc/{}/status", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let caught = std::fs::read_to_string(&status)
+            .ok()
+            .and_then(|text| {
+                let mask = text.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+                u64::from_str_radix(mask.trim(), 16).ok()
+            })
+            .is_some_and(|mask| mask & (1 << (number - 1)) != 0);
+        if caught {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} never caught signal {number}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// A binary of the workspace, `target/<profile>/<name>`, beside the test binary's `deps`
+/// folder. `cargo test` (and `cargo nextest run`) at the workspace's root, what the README's
+/// test command runs, builds every package's binaries before any test runs; a test of this
+/// package alone (`-p swerve-tests`) needs them built first (`cargo build --bins`).
+pub fn workspace_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in target/<profile>/deps");
+    let bin = profile_dir.join(name);
+    assert!(
+        bin.is_file(),
+        "{} is not built: run the tests from the workspace's root (scripts/test.sh), or \
+         `cargo build --bins` first",
+        bin.display()
+    );
+    bin
+}
+
 /// The binary's file name, as a user types it.
 fn name(bin: &Path) -> String {
     bin.file_name()
@@ -139,7 +169,8 @@ fn name(bin: &Path) -> String {
         .unwrap_or_default()
 }
 
-fn command(bin: &Path) -> Command {
+/// A [`Command`] for `bin` in the tests' fixed environment (the module documentation).
+pub fn command(bin: &Path) -> Command {
     let mut command = Command::new(bin);
     command
         .env("NO_COLOR", "1")

@@ -3,5 +3,6 @@
 
 mod curated_tasks;
 mod executable_tasks;
+mod interrupts;
 mod swe_rl_plugin;
 mod tidy;
