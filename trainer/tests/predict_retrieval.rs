@@ -70,7 +70,11 @@ fn long_context_model(dir: &Path) -> PathBuf {
     if !model.exists() {
         let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tiny-qwen2");
         std::fs::create_dir(&model).unwrap();
-        for file in ["model.safetensors", "tokenizer.json", "generation_config.json"] {
+        for file in [
+            "model.safetensors",
+            "tokenizer.json",
+            "generation_config.json",
+        ] {
             std::fs::copy(fixture.join(file), model.join(file)).unwrap();
         }
         let mut config: serde_json::Value =

@@ -55,7 +55,11 @@ impl Draws {
 
     /// SIGINT or SIGTERM.
     fn signal(&mut self) -> &'static str {
-        if self.next().is_multiple_of(2) { "INT" } else { "TERM" }
+        if self.next().is_multiple_of(2) {
+            "INT"
+        } else {
+            "TERM"
+        }
     }
 }
 
