@@ -387,7 +387,9 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
             let due = resumable && output.due(self.state.step);
             if due || self.finished() || stop.is_some() {
                 let checkpoint = self.save(output)?;
-                swerve_interrupt::set_resume_hint(Some(continue_with(&checkpoint)));
+                if resumable {
+                    swerve_interrupt::set_resume_hint(Some(continue_with(&checkpoint)));
+                }
                 if let Some(signal) = stop {
                     return Err(Error::Stopped { signal, checkpoint });
                 }
