@@ -175,6 +175,28 @@ pub(crate) struct CleanArgs {
 pub(crate) enum ImagesCommand {
     /// Build (or reuse) the base, env and instance images of a dataset.
     Build(ImagesBuildArgs),
+    /// Check a prebuilt image (one swerve did not build) for history past its task's base
+    /// commit, and with --scrub build a derived image cut at the base
+    History(ImagesHistoryArgs),
+}
+
+/// `harness images history`.
+#[derive(Args)]
+pub(crate) struct ImagesHistoryArgs {
+    /// The image (present on the engine)
+    #[arg(long)]
+    image: String,
+    /// The task repository's folder in the image (`/testbed` in SWE-bench's images, `/app` in
+    /// SWE-bench Pro's)
+    #[arg(long, default_value = swerve_sandbox::TESTBED)]
+    repo_dir: String,
+    /// The task's base commit
+    #[arg(long)]
+    base: String,
+    /// Build a derived image of this name with the repository cut at the base (only `.git`
+    /// changes), and check it
+    #[arg(long, value_name = "NAME")]
+    scrub: Option<String>,
 }
 
 /// `harness images build`.
@@ -410,6 +432,33 @@ pub(crate) fn images_build(args: ImagesBuildArgs) -> anyhow::Result<Exit> {
     runtime()?.block_on(async {
         let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
         build_images(&sandbox, &source, args.max_workers.get(), print_timing).await?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(Exit::Success)
+}
+
+/// `harness images history`: what the image's repository holds past the base, as JSON on
+/// stdout (`"clean": true` when nothing), then with `--scrub` the derived image's name and its
+/// own (clean) check.
+pub(crate) fn images_history(args: ImagesHistoryArgs) -> anyhow::Result<Exit> {
+    runtime()?.block_on(async {
+        let sandbox = Sandbox::connect(SandboxConfig::default()).await?;
+        let leaks = sandbox
+            .history_leaks(&args.image, &args.repo_dir, &args.base)
+            .await?;
+        let mut out = serde_json::json!({
+            "image": args.image,
+            "clean": leaks.is_clean(),
+            "found": leaks.summary(),
+            "leaks": leaks,
+        });
+        if let Some(name) = &args.scrub {
+            let (info, after) = sandbox
+                .scrubbed_image(&args.image, &args.repo_dir, &args.base, name)
+                .await?;
+            out["scrubbed"] = serde_json::json!({"image": info.name, "leaks": after});
+        }
+        println!("{}", serde_json::to_string_pretty(&out)?);
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Success)

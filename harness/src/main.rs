@@ -173,6 +173,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Report(args) => commands::report(*args),
         Command::Clean(args) => commands::clean(args),
         Command::Images(commands::ImagesCommand::Build(args)) => commands::images_build(args),
+        Command::Images(commands::ImagesCommand::History(args)) => commands::images_history(args),
         Command::Dataset(commands::DatasetCommand::Export(args)) => commands::dataset_export(args),
         Command::ExecuteTask { args, cache } => {
             let evaluator = host(&cache)?.load_evaluator(

@@ -140,6 +140,15 @@ pub enum Error {
         /// One of them.
         example: String,
     },
+    /// A prebuilt image's repository could not be checked for later history, or still reaches
+    /// past its base commit after scrubbing.
+    #[error("history check of image {image}: {detail}")]
+    HistoryCheck {
+        /// The image.
+        image: String,
+        /// What went wrong (the check's own `error …` line, or what is left).
+        detail: String,
+    },
     /// A host file operation failed.
     #[error("I/O error on {path}")]
     Io {

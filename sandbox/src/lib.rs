@@ -32,6 +32,7 @@ mod error;
 mod host;
 mod image;
 mod layer;
+mod leaks;
 mod limits;
 mod repo;
 mod sandbox;
@@ -44,6 +45,7 @@ pub use container::{
 pub use error::{DockerError, Error, Result};
 pub use image::{ImageInfo, ImageOrigin};
 pub use layer::{EnvSpec, InstanceSpec, TESTBED, VENV};
+pub use leaks::HistoryLeaks;
 pub use limits::{Limits, Network};
 pub use repo::RepoSource;
 pub use sandbox::{Sandbox, SandboxConfig, Timeouts};

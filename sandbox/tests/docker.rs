@@ -564,6 +564,83 @@ async fn instance_layer_has_no_future_commits() {
     }
 }
 
+/// A prebuilt image whose repository still holds the fix (a later branch, an annotated tag, a
+/// remote, ORIG_HEAD, the reflog) is found to leak, and its scrubbed image is clean, with the
+/// working tree, the old tag and the base commit as they were.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prebuilt_images_later_history_is_found_and_scrubbed() {
+    let sandbox = sandbox().await;
+    let folder = tempfile::tempdir().unwrap();
+    let repo = folder.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    let [c1, c2, c3] = three_commit_repo(&repo);
+    // At the base as a prebuilt image is: main reset to commit 2 (which leaves ORIG_HEAD and a
+    // reflog), a file of the environment's setup beside the tracked ones.
+    git(&repo, &["reset", "-q", "--hard", &c2]);
+    std::fs::write(repo.join("setup.log"), "installed\n").unwrap();
+    std::fs::write(
+        folder.path().join("Dockerfile"),
+        format!("FROM {}\nCOPY repo /app\n", base().await.name),
+    )
+    .unwrap();
+    let image = format!("swerve-test-prebuilt:{}", &c2[..12]);
+    let _ = sandbox.remove_image(&image).await;
+    sandbox
+        .ensure_dockerfile_image(&image, folder.path())
+        .await
+        .unwrap();
+
+    let leaks = sandbox.history_leaks(&image, "/app", &c2).await.unwrap();
+    assert_eq!(leaks.base, c2);
+    assert_eq!(leaks.future_commits, 1, "{leaks:?}");
+    assert_eq!(leaks.remotes, ["origin"]);
+    assert_eq!(leaks.refs, ["refs/heads/feature", "refs/tags/v3"]);
+    assert_eq!(leaks.heads, ["ORIG_HEAD"]);
+    assert!(leaks.reflog_entries > 0 && !leaks.is_clean(), "{leaks:?}");
+
+    let scrubbed = format!("{image}-scrubbed");
+    let _ = sandbox.remove_image(&scrubbed).await;
+    let (_, after) = sandbox
+        .scrubbed_image(&image, "/app", &c2, &scrubbed)
+        .await
+        .unwrap();
+    assert!(after.is_clean(), "{after:?}");
+    let c = sandbox
+        .start(&ContainerSpec::new(
+            &scrubbed,
+            run_id("scrubbed"),
+            "prebuilt",
+        ))
+        .await
+        .unwrap();
+    let out = sh(
+        &c,
+        &format!(
+            "cd /app && git rev-list --all && git tag && cat file.txt setup.log && \
+             git cat-file -t {c3} 2>/dev/null || echo gone"
+        ),
+    )
+    .await;
+    assert_eq!(
+        out.text(),
+        format!("{c2}\n{c1}\nv1\nversion 2\ninstalled\ngone\n"),
+        "history, tags, working tree"
+    );
+
+    // A missing folder or commit is an error naming it, not a clean report.
+    for (dir, commit, says) in [
+        ("/nowhere", c2.as_str(), "no folder /nowhere"),
+        ("/app", c3.as_str(), "has no commit"),
+    ] {
+        let error = sandbox
+            .history_leaks(&scrubbed, dir, commit)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{error}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_base_commit_is_an_error() {
     let sandbox = sandbox().await;
