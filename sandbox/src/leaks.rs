@@ -112,7 +112,9 @@ rm -rf "$list"
 
 /// Cuts the repository at the base, as swerve's own images are cut: HEAD's branch at the base
 /// (the working tree as it is when HEAD is already there), no remotes, no other ref but tags in
-/// the base's history, no special heads, an empty reflog, and unreferenced objects pruned.
+/// the base's history, no special heads, an empty reflog, the objects of a borrowed object store
+/// (`objects/info/alternates`) copied in and the borrowing ended, and unreferenced objects
+/// pruned.
 const SCRUB: &str = r#"
 set -e
 branch=$(git symbolic-ref -q --short HEAD || echo main)
@@ -129,6 +131,11 @@ for head in ORIG_HEAD FETCH_HEAD MERGE_HEAD CHERRY_PICK_HEAD REVERT_HEAD AUTO_ME
     rm -f "$(git rev-parse --git-path "$head")"
 done
 git reflog expire --expire=now --all
+alternates=$(git rev-parse --git-path objects/info/alternates)
+if test -e "$alternates"; then
+    git repack -a -d -q
+    rm -f "$alternates"
+fi
 git -c gc.auto=0 gc -q --prune=now
 "#;
 
