@@ -6,9 +6,9 @@
 //! and rows are all in one partition (its name's hash decides), so a partition holds whole pull
 //! requests and whole issue lists.
 //!
-//! The folder is a `.curate-<pid>-*` directory inside the output folder, removed when the run
-//! ends. A killed run leaves it behind: the next run in that folder removes every such folder
-//! whose process is gone (and never reads one).
+//! The folder is a `.curate-<pid>@<host>-*` directory inside the output folder, removed when the
+//! run ends. A killed run leaves it behind: the next run on that machine in that folder removes
+//! every such folder whose process is gone (and never reads one).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
@@ -68,25 +68,49 @@ pub(crate) type Encoded = Vec<Vec<u8>>;
 /// The start of a spill folder's name, before its process id.
 const SPILL_PREFIX: &str = ".curate-";
 
-/// Removes the spill folders in `output` that no live process owns: what killed runs left. A
-/// folder whose name holds no process id (an older run's) is removed too. Failures are logged:
-/// a leftover costs disk, not correctness.
+/// This run's spill folder name up to its random part: `.curate-<pid>@<host>-`.
+fn spill_prefix() -> String {
+    format!("{SPILL_PREFIX}{}@{}-", std::process::id(), host_name())
+}
+
+/// This machine's name (the kernel's), or `unknown`.
+fn host_name() -> String {
+    fs_err::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Removes the spill folders in `output` that killed runs of this machine left: those whose
+/// process is gone. A folder of another machine (an output folder on a shared file system) is
+/// left alone, since whether its process lives cannot be seen from here; one whose name holds
+/// no process id (an older swerve's) is removed. Failures are logged: a leftover costs disk,
+/// not correctness.
 fn remove_dead_spills(output: &Path) {
     let Ok(entries) = fs_err::read_dir(output) else {
         return;
     };
+    let host = host_name();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SPILL_PREFIX)) else {
             continue;
         };
-        let owner = rest
-            .split_once('-')
-            .and_then(|(pid, _)| pid.parse::<u32>().ok());
-        let alive = owner.is_some_and(|pid| {
-            pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists()
+        let owner = rest.split_once('@').and_then(|(pid, rest)| {
+            let pid = pid.parse::<u32>().ok()?;
+            let (owner_host, _) = rest.rsplit_once('-')?;
+            Some((pid, owner_host))
         });
-        if alive || !entry.path().is_dir() {
+        let keep = match owner {
+            Some((pid, owner_host)) => {
+                owner_host != host
+                    || pid == std::process::id()
+                    || Path::new("/proc").join(pid.to_string()).exists()
+            }
+            None => false,
+        };
+        if keep || !entry.path().is_dir() {
             continue;
         }
         match fs_err::remove_dir_all(entry.path()) {
@@ -112,7 +136,7 @@ impl Spill {
         fs_err::create_dir_all(output).map_err(write_error(output))?;
         remove_dead_spills(output);
         let dir = tempfile::Builder::new()
-            .prefix(&format!("{SPILL_PREFIX}{}-", std::process::id()))
+            .prefix(&spill_prefix())
             .tempdir_in(output)
             .map_err(write_error(output))?;
         let events = (0..count)
@@ -361,20 +385,22 @@ mod tests {
     #[test]
     fn a_new_run_removes_what_dead_runs_left_and_nothing_else() {
         let out = tempfile::tempdir().unwrap();
-        // A process id no process has (above the kernel's largest), an older name without
-        // one, this process's own folder, and a user's folder.
-        let dead = out.path().join(".curate-4294967295-abc");
+        let host = super::host_name();
+        // A process id no process has (above the kernel's largest) on this machine, an older
+        // name without one, this process's own folder, another machine's folder with the same
+        // dead id, and a user's folder.
+        let dead = out.path().join(format!(".curate-4294967295@{host}-abc"));
         let old = out.path().join(".curate-Xyz123");
-        let mine = out
-            .path()
-            .join(format!(".curate-{}-def", std::process::id()));
+        let mine = out.path().join(format!("{}def", super::spill_prefix()));
+        let elsewhere = out.path().join(".curate-4294967295@other-host.example-ghi");
         let users = out.path().join("curate-notes");
-        for dir in [&dead, &old, &mine, &users] {
+        for dir in [&dead, &old, &mine, &elsewhere, &users] {
             fs_err::create_dir_all(dir.join("x")).unwrap();
         }
         let spill = super::Spill::create(out.path(), 2).unwrap();
         assert!(!dead.exists() && !old.exists());
-        assert!(mine.exists() && users.exists() && spill.dir.path().exists());
+        assert!(mine.exists() && elsewhere.exists() && users.exists());
+        assert!(spill.dir.path().exists());
         let name = spill
             .dir
             .path()
@@ -382,9 +408,6 @@ mod tests {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        assert!(
-            name.starts_with(&format!(".curate-{}-", std::process::id())),
-            "{name}"
-        );
+        assert!(name.starts_with(&super::spill_prefix()), "{name}");
     }
 }
