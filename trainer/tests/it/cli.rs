@@ -85,6 +85,25 @@ fn errors_name_what_is_wrong() {
         ]),
         grpo(&["--model", "tiny", "--dataset", "missing.jsonl"]),
         grpo(&["--model", "tiny", "--dataset", "bare.jsonl"]),
+        // Past the fixture's 128 positions: refused before sampling, and 0 new tokens as usage.
+        vec![
+            "generate",
+            "--model",
+            "tiny",
+            "--prompt",
+            "w1 w2",
+            "--max-new-tokens",
+            "200",
+        ],
+        vec![
+            "generate",
+            "--model",
+            "tiny",
+            "--prompt",
+            "w1",
+            "--max-new-tokens",
+            "0",
+        ],
         grpo(&[
             "--model",
             "tiny",
