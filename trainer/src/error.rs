@@ -275,13 +275,15 @@ pub enum Error {
     #[error("stopped at the end of a step")]
     Signalled(#[source] swerve_interrupt::Interrupted),
     /// A signal stopped training on rank 0, which saved `checkpoint` first.
-    #[error("{} is saved: add `--resume {}` to the same command to continue", checkpoint.display(), checkpoint.display())]
+    #[error("{}", stopped_line(checkpoint, *resume))]
     Stopped {
         /// The signal.
         #[source]
         signal: swerve_interrupt::Interrupted,
         /// The checkpoint the run continues from.
         checkpoint: std::path::PathBuf,
+        /// Whether the command continues it with `--resume` (`trainer sft`, `trainer grpo`).
+        resume: bool,
     },
     /// A checkpoint's chat template (`tokenizer_config.json` or `chat_template.jinja`) is
     /// malformed, does not compile or failed to render (`raise_exception` in the template), or
@@ -543,6 +545,20 @@ impl SettingsError {
             key: key.to_owned(),
             message: message.trim().to_owned(),
         }
+    }
+}
+
+/// What [`Error::Stopped`] says: the checkpoint, and the `--resume` that continues it where the
+/// command has one.
+fn stopped_line(checkpoint: &std::path::Path, resume: bool) -> String {
+    if resume {
+        format!(
+            "{} is saved: add `--resume {}` to the same command to continue",
+            checkpoint.display(),
+            checkpoint.display()
+        )
+    } else {
+        format!("{} is saved", checkpoint.display())
     }
 }
 

@@ -227,6 +227,7 @@ fn run_on<D: Kernels<f32>>(
         Some(tokenizer_path.clone()),
         ReportTo::Tensorboard,
     )?;
+    output.resumed_by_flag = false;
     sft.train(Some(&mut output), &mut |m, s| on_step("sft", m, s))?;
     let sft_checkpoint = output.checkpoint_path(sft.state.step);
     let sft_history = sft.plot(&output)?;
@@ -258,6 +259,7 @@ fn run_on<D: Kernels<f32>>(
         Some(tokenizer_path.clone()),
         ReportTo::Tensorboard,
     )?;
+    output.resumed_by_flag = false;
     grpo.train(Some(&mut output), &mut |m, s| on_step("grpo", m, s))?;
     let final_checkpoint = output.checkpoint_path(grpo.state.step);
     let history = grpo.plot(&output)?;

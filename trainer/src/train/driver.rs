@@ -387,11 +387,15 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
             let due = resumable && output.due(self.state.step);
             if due || self.finished() || stop.is_some() {
                 let checkpoint = self.save(output)?;
-                if resumable {
+                if resumable && output.resumed_by_flag {
                     swerve_interrupt::set_resume_hint(Some(continue_with(&checkpoint)));
                 }
                 if let Some(signal) = stop {
-                    return Err(Error::Stopped { signal, checkpoint });
+                    return Err(Error::Stopped {
+                        signal,
+                        resume: output.resumed_by_flag,
+                        checkpoint,
+                    });
                 }
             }
         }

@@ -46,6 +46,10 @@ pub struct RunOutput {
     pub save_steps: u64,
     /// Copied into every checkpoint, so that it is a complete model directory.
     pub tokenizer_json: Option<PathBuf>,
+    /// Whether the command writing this output continues a stopped run with `--resume
+    /// <checkpoint>` (`trainer sft`, `trainer grpo`; set by [`RunOutput::in_dir`]): a run a signal
+    /// stops then says so. `trainer demo`, which starts over, clears it.
+    pub resumed_by_flag: bool,
 }
 
 impl RunOutput {
@@ -94,6 +98,7 @@ impl RunOutput {
             checkpoint_dir: dir.to_path_buf(),
             save_steps,
             tokenizer_json,
+            resumed_by_flag: true,
         })
     }
 }
