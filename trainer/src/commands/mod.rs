@@ -359,13 +359,13 @@ fn claim_output(spec: &OutputSpec) -> Result<()> {
     }
     if !spec.overwrite {
         let (found, resume) = match checkpoints.last() {
-            Some((step, path)) => (format!("checkpoint-{step}"), path.clone()),
+            Some((step, path)) => (format!("checkpoint-{step}"), Some(path.clone())),
             None => (
                 others[0]
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
-                spec.dir.clone(),
+                None,
             ),
         };
         return Err(Error::Run(crate::train::RunError::OutputInUse {

@@ -104,18 +104,21 @@ pub enum RunError {
     },
     /// A new run into a folder that holds another run's checkpoints or metrics.
     #[error(
-        "{} holds another run ({found}): continue it with --resume {}, write this run \
-         elsewhere (--output), or pass --overwrite-output-dir to replace it",
+        "{} holds another run ({found}): {}write this run elsewhere (--output), or pass \
+         --overwrite-output-dir to replace it",
         dir.display(),
-        resume.display()
+        resume.as_ref().map_or_else(
+            || "it has no checkpoint to continue; ".to_owned(),
+            |c| format!("continue it with --resume {}, ", c.display())
+        )
     )]
     OutputInUse {
         /// The output folder.
         dir: std::path::PathBuf,
         /// What was found there (`checkpoint-40`, `metrics.jsonl`).
         found: String,
-        /// The checkpoint to resume (the folder itself when it holds only metrics).
-        resume: std::path::PathBuf,
+        /// Its last checkpoint, when it has one.
+        resume: Option<std::path::PathBuf>,
     },
     /// A GRPO task row with neither what its prompt nor what its reward needs.
     #[error(

@@ -335,6 +335,12 @@ fn sft_and_grpo_write_tensorboard_events_and_progress_lines() {
     let mut other = sft_args(&["--resume", "sft/checkpoint-3"]);
     other[4] = "other.jsonl";
     refused(&other, "--allow-other-run");
+    // Metrics without a checkpoint: nothing to continue, and said so.
+    fs_err::create_dir_all(work.join("metrics-only")).unwrap();
+    fs_err::write(work.join("metrics-only/metrics.jsonl"), "{\"step\": 1}\n").unwrap();
+    let mut metrics_only = sft_args(&[]);
+    metrics_only[6] = "metrics-only";
+    refused(&metrics_only, "it has no checkpoint to continue");
     assert_eq!(
         metrics_log::read(&work.join("sft/metrics.jsonl"))
             .unwrap()
