@@ -107,8 +107,10 @@ impl PartialLines {
 
     /// Hands the batch's lines to the system in one write: every line written so far survives
     /// this process ending (not a power cut: [`sync`](Self::sync)). Call after a batch of lines.
+    /// A Ctrl-C or SIGTERM during the write takes effect after it
+    /// ([`swerve_interrupt::shielded`]), so that a stop leaves whole lines.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.out.write_all(&self.pending)?;
+        swerve_interrupt::shielded(|| self.out.write_all(&self.pending))?;
         self.pending.clear();
         Ok(())
     }

@@ -161,8 +161,9 @@ pub(crate) fn load_plugins(
 /// ([`swerve_cache::PartialLines`]): an interrupted run leaves the previous output as it was
 /// and the lines scored so far, which the same command continues (the key is the input's path,
 /// size and modification time, and the plugins and settings that change a line). Each batch's
-/// lines reach the file in one write, so a signal, which ends the process at once, leaves whole
-/// lines; the line it prints says where they are and how to continue
+/// lines reach the file in one write that a signal cannot cut short (it takes effect after the
+/// write: [`swerve_interrupt::shielded`]), so a stop leaves whole lines; the line it prints says
+/// where they are and how to continue
 /// ([`swerve_interrupt::set_resume_hint`]).
 pub fn run(
     host: &Host,

@@ -139,12 +139,32 @@ fn on_signal(signal: Signal) {
         WAKE.1.notify_all();
         return;
     }
+    stop_now(signal, first);
+}
+
+/// Prints the stop line (with the resume hint) and ends the process with the signal's status.
+fn stop_now(signal: Signal, first: bool) -> ! {
     let hint = RESUME_HINT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
     eprintln!("{}", stop_line(signal, first, hint.as_deref()));
     std::process::exit(i32::from(signal.exit_code()));
+}
+
+/// Runs `f` so that a first signal cannot end the process in the middle of it: a signal that
+/// arrives meanwhile is acted on once `f` returns — it ends the process then, as it would have
+/// at once, unless some enclosing code is [`cooperate`]-ing, which then sees it through
+/// [`received`]. For a write that must not be cut short (a batch of whole lines: a process ended
+/// during a large write can leave part of it). A second signal still ends the process at once.
+pub fn shielded<T>(f: impl FnOnce() -> T) -> T {
+    let cooperating_before = COOPERATING.fetch_add(1, Ordering::SeqCst) > 0;
+    let value = f();
+    COOPERATING.fetch_sub(1, Ordering::SeqCst);
+    if !cooperating_before && let Some(signal) = received() {
+        stop_now(signal, true);
+    }
+    value
 }
 
 /// The line printed when a signal ends the process at once.
