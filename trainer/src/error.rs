@@ -548,9 +548,9 @@ impl SettingsError {
     }
 }
 
-/// What [`Error::Stopped`] says: the checkpoint, and the `--resume` that continues it where the
-/// command has one.
-fn stopped_line(checkpoint: &std::path::Path, resume: bool) -> String {
+/// What [`Error::Stopped`] says (and the resume hint a second signal prints): the checkpoint, and
+/// the `--resume` that continues it where the command has one.
+pub(crate) fn stopped_line(checkpoint: &std::path::Path, resume: bool) -> String {
     if resume {
         format!(
             "{} is saved: add `--resume {}` to the same command to continue",

@@ -179,6 +179,59 @@ fn check_left(output: &Path, previous: Option<&str>, complete: &str, context: &s
     assert_eq!(lines, expected, "{context}");
 }
 
+/// Four stops of a command whose output `output` streams: over no output, then over the
+/// finished one (which a stopped rerun must not destroy), twice each, each at a drawn moment
+/// within `took` by a drawn signal. Each stop leaves what [`check_left`] checks and names the
+/// partial file and the command that continues it (unless it came before the output was opened,
+/// when nothing is kept); continued, the output is `complete` and no partial file is left.
+fn stop_and_continue(
+    bin: &Path,
+    args: &[&str],
+    dir: &Path,
+    output: &Path,
+    complete: &str,
+    took: Duration,
+    draws: &mut Draws,
+) {
+    let seed = draws.seed;
+    let partial_file = with_suffix(output, ".partial");
+    let partial_name = partial_file
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    for trial in 0..4 {
+        let previous = (trial % 2 == 1).then_some(complete);
+        match previous {
+            Some(previous) => fs_err::write(output, previous).unwrap(),
+            None => fs_err::remove_file(output).unwrap(),
+        }
+        let (after, signal) = (draws.within(took), draws.signal());
+        let context = format!("seed {seed}: trial {trial}, SIG{signal} after {after:?}");
+        let stopped = interrupt(bin, args, dir, after, signal, seed);
+        if stopped.signalled {
+            // Stopped before its output was opened (a signal in its first milliseconds), it
+            // names nothing and has kept nothing.
+            let named = stopped.last_line.contains(&partial_name)
+                && stopped.last_line.contains("run the same command again");
+            let partial = fs_err::read_to_string(&partial_file);
+            assert!(
+                named || partial.ok().is_none_or(|text| text.is_empty()),
+                "{context}: {}",
+                stopped.last_line
+            );
+            check_left(output, previous, complete, &context);
+            run_to_end(bin, args, dir);
+        }
+        assert_eq!(
+            fs_err::read_to_string(output).unwrap(),
+            complete,
+            "{context}"
+        );
+        assert!(!partial_file.exists(), "{context}");
+    }
+}
+
 /// `harness reward` over a file of thousands of samples, written as it scores: stopped at
 /// random points, first with no output yet, then over a finished output; each stop leaves whole
 /// lines that the same command continues to the uninterrupted output.
@@ -186,7 +239,6 @@ fn check_left(output: &Path, previous: Option<&str>, complete: &str, context: &s
 fn harness_reward_continues_where_it_stopped() {
     let harness = workspace_binary("harness");
     let mut draws = Draws::new();
-    let seed = draws.seed;
     let dir = tempfile::tempdir().unwrap();
     let samples = fs_err::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -217,37 +269,15 @@ fn harness_reward_continues_where_it_stopped() {
     let complete = fs_err::read_to_string(&output).unwrap();
     assert_eq!(complete.lines().count(), 6000);
 
-    // No output yet, then a finished one that a rerun must not destroy, twice each.
-    for trial in 0..4 {
-        let previous = (trial % 2 == 1).then_some(complete.as_str());
-        match previous {
-            Some(previous) => fs_err::write(&output, previous).unwrap(),
-            None => fs_err::remove_file(&output).unwrap(),
-        }
-        let (after, signal) = (draws.within(took), draws.signal());
-        let context = format!("seed {seed}: trial {trial}, SIG{signal} after {after:?}");
-        let stopped = interrupt(&harness, &args, dir.path(), after, signal, seed);
-        if stopped.signalled {
-            // Stopped before its output was opened (a signal in its first milliseconds), it
-            // names nothing and has kept nothing.
-            let named = stopped.last_line.contains("scored.jsonl.partial")
-                && stopped.last_line.contains("run the same command again");
-            let partial = fs_err::read_to_string(with_suffix(&output, ".partial"));
-            assert!(
-                named || partial.ok().is_none_or(|text| text.is_empty()),
-                "{context}: {}",
-                stopped.last_line
-            );
-            check_left(&output, previous, &complete, &context);
-            run_to_end(&harness, &args, dir.path());
-        }
-        assert_eq!(
-            fs_err::read_to_string(&output).unwrap(),
-            complete,
-            "{context}"
-        );
-        assert!(!with_suffix(&output, ".partial").exists(), "{context}");
-    }
+    stop_and_continue(
+        &harness,
+        &args,
+        dir.path(),
+        &output,
+        &complete,
+        took,
+        &mut draws,
+    );
 }
 
 /// The tiny fixture model of the trainer's tests.
@@ -262,7 +292,6 @@ fn tiny_model() -> PathBuf {
 fn trainer_predict_continues_where_it_stopped() {
     let trainer = workspace_binary("trainer");
     let mut draws = Draws::new();
-    let seed = draws.seed;
     let dir = tempfile::tempdir().unwrap();
     let tasks: String = (0..24)
         .map(|i| {
@@ -304,25 +333,15 @@ fn trainer_predict_continues_where_it_stopped() {
     let complete = fs_err::read_to_string(&output).unwrap();
     assert_eq!(complete.lines().count(), 24);
 
-    for trial in 0..4 {
-        let previous = (trial % 2 == 1).then_some(complete.as_str());
-        match previous {
-            Some(previous) => fs_err::write(&output, previous).unwrap(),
-            None => fs_err::remove_file(&output).unwrap(),
-        }
-        let (after, signal) = (draws.within(took), draws.signal());
-        let context = format!("seed {seed}: trial {trial}, SIG{signal} after {after:?}");
-        let stopped = interrupt(&trainer, &args, dir.path(), after, signal, seed);
-        if stopped.signalled {
-            check_left(&output, previous, &complete, &context);
-            run_to_end(&trainer, &args, dir.path());
-        }
-        assert_eq!(
-            fs_err::read_to_string(&output).unwrap(),
-            complete,
-            "{context}"
-        );
-    }
+    stop_and_continue(
+        &trainer,
+        &args,
+        dir.path(),
+        &output,
+        &complete,
+        took,
+        &mut draws,
+    );
 }
 
 /// `trainer sft` takes a signal at the end of the step it falls in: it saves a checkpoint and

@@ -759,7 +759,8 @@ fn predict_on<D: Kernels<f32>>(
     mut partial: swerve_cache::PartialLines,
     on_batch: &mut dyn FnMut(usize, usize),
 ) -> Result<PredictSummary> {
-    let write_err = |e| Error::io(IoOp::Write, partial_path(&cmd.output), e);
+    let partial_file = partial.partial_path().to_owned();
+    let write_err = |e| Error::io(IoOp::Write, &partial_file, e);
     let tokenizer = Tokenizer::from_file(&model_dir(&cmd.model)?.join("tokenizer.json"))?;
     let prompter = Prompter::for_model(cmd.prompt_style, &cmd.model)?;
     let model = CausalLm::<f32, D>::load(&cmd.model, dev)?;
@@ -879,11 +880,4 @@ fn predict_on<D: Kernels<f32>>(
         predicted: predicted.len(),
         kept,
     })
-}
-
-/// `<output>.partial`, where `trainer predict` writes as it goes.
-fn partial_path(output: &Path) -> PathBuf {
-    let mut name = output.as_os_str().to_owned();
-    name.push(".partial");
-    PathBuf::from(name)
 }

@@ -10,7 +10,7 @@
 //! `num_tokens`, `step_time`, `tokens_per_second`, `epoch`, and with several ranks
 //! `allreduce_time`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use dfdx::prelude::Gradients;
@@ -246,15 +246,6 @@ pub struct StepContext<'a, D: Kernels<f32>> {
     pub metrics: &'a mut MetricsAccumulator,
 }
 
-/// The hint for a run whose last checkpoint is `checkpoint`: how to continue it.
-pub(crate) fn continue_with(checkpoint: &Path) -> String {
-    format!(
-        "{} is kept: add `--resume {}` to the same command to continue",
-        checkpoint.display(),
-        checkpoint.display()
-    )
-}
-
 /// A run in progress: the model, its optimiser and where the run stands, trained on an
 /// [`Objective`].
 pub struct Trainer<D: Kernels<f32>, O: Objective<D>> {
@@ -391,7 +382,10 @@ impl<D: Kernels<f32>, O: Objective<D>> Trainer<D, O> {
             if due || self.finished() || stop.is_some() {
                 let checkpoint = self.save(output)?;
                 if resumable && output.resumed_by_flag {
-                    swerve_interrupt::set_resume_hint(Some(continue_with(&checkpoint)));
+                    swerve_interrupt::set_resume_hint(Some(crate::error::stopped_line(
+                        &checkpoint,
+                        true,
+                    )));
                 }
                 if let Some(signal) = stop {
                     return Err(Error::Stopped {
