@@ -50,6 +50,7 @@ mod pyjson;
 mod pyre;
 mod pystr;
 mod pytest;
+mod rebench;
 mod ruby;
 mod rust_cargo;
 mod seaborn;
@@ -60,6 +61,7 @@ mod xml;
 
 pub use error::{ParseError, PyException};
 pub use infra::{FailureTier, InfraFailureReason, classify_infra_failure};
+pub use rebench::{RebenchParser, normalize_test_name};
 pub use parser::{LOG_PARSER_NAMES, LogContext, Parser, REPO_PARSERS};
 pub use section::{
     BadCode, END_TEST_OUTPUT, Evaluation, ExitCode, LogProblem, LogText, MissingMarkers,

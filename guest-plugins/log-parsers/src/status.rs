@@ -176,6 +176,18 @@ impl StatusMap {
         }
     }
 
+    /// Removes `key` (Python's `del` / `pop`); inserting it again puts it last.
+    pub fn remove(&mut self, key: &str) -> Option<Status> {
+        let at = self.index.remove(key)?;
+        let (_, status) = self.entries.remove(at);
+        for slot in self.index.values_mut() {
+            if *slot > at {
+                *slot -= 1;
+            }
+        }
+        Some(status)
+    }
+
     /// The status stored under exactly `key`.
     pub fn get(&self, key: &str) -> Option<&Status> {
         self.index.get(key).map(|&at| &self.entries[at].1)
