@@ -9,6 +9,9 @@
 //! class. The registry and the repository maps are compared too. One Python process answers
 //! all cases.
 
+#[path = "differential/rebench.rs"]
+mod rebench;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

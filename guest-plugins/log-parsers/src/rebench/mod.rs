@@ -10,7 +10,8 @@
 //! `FAILED`, `SKIPPED`, `ERROR`); its parsers never write `XFAIL` or another token.
 //!
 //! `tests/rebench.rs` checks every parser against the outputs SWE-rebench V2's own parsers gave
-//! on the logs under `tests/rebench-logs/` (the outputs are committed, the upstream code is not).
+//! on the cases under `tests/rebench-logs/` (the outputs are committed, the upstream code is
+//! not; `tests/rebench-logs/expected.py` recomputes them from a checkout of SWE-rebench V2).
 //!
 //! Module map: `first` and `second` hold the ports, each with its `PARSERS` table of
 //! `(name, function)`; this file joins the tables, resolves the aliases and normalises names.
@@ -53,6 +54,7 @@ const ALIASES: &[(&str, &str)] = &[
     ("parse_log_r_junit", "parse_logs_r_junit"),
     ("parse_log_kotlin_junit", "parse_logs_kotlin_junit"),
     ("parse_log_ocaml_v5", "parse_log_ocaml_v4"),
+    ("parse_log_junit", "parse_log_sbt"),
 ];
 
 /// One of SWE-rebench V2's parsers, by the name a row gives.
@@ -106,6 +108,11 @@ impl RebenchParser {
             out.insert(normalize_test_name(name), status.clone());
         }
         Ok(out)
+    }
+
+    /// Whether two names run the same port (an alias and its target).
+    pub fn same_code(&self, other: &RebenchParser) -> bool {
+        std::ptr::fn_addr_eq(self.parse, other.parse)
     }
 
     /// The parser's own status map, before the evaluation's normalisation.
