@@ -69,17 +69,29 @@ pub struct Instance {
     /// Commit whose requirement files define the environment.
     #[serde(default)]
     pub environment_setup_commit: Option<String>,
-    /// Tests that must go from failing to passing, in dataset order.
-    #[serde(rename = "FAIL_TO_PASS", default, deserialize_with = "test_list")]
+    /// Tests that must go from failing to passing, in dataset order (SWE-bench Pro's
+    /// `fail_to_pass`, a Python list literal, is read here too).
+    #[serde(
+        rename = "FAIL_TO_PASS",
+        alias = "fail_to_pass",
+        default,
+        deserialize_with = "test_list"
+    )]
     pub fail_to_pass: Vec<String>,
-    /// Tests that must keep passing, in dataset order.
-    #[serde(rename = "PASS_TO_PASS", default, deserialize_with = "test_list")]
+    /// Tests that must keep passing, in dataset order (SWE-bench Pro's `pass_to_pass` too).
+    #[serde(
+        rename = "PASS_TO_PASS",
+        alias = "pass_to_pass",
+        default,
+        deserialize_with = "test_list"
+    )]
     pub pass_to_pass: Vec<String>,
     /// Verified only, e.g. `15 min - 1 hour`.
     #[serde(default)]
     pub difficulty: Option<String>,
-    /// v5: the prebuilt image, e.g. `swebench/sweb.eval.x86_64.django_1776_django-11099:latest`.
-    #[serde(default)]
+    /// v5: the prebuilt image, e.g. `swebench/sweb.eval.x86_64.django_1776_django-11099:latest`
+    /// (SWE-rebench V2's `image_name`).
+    #[serde(default, alias = "image_name")]
     pub image: Option<String>,
     /// v5: the complete eval script.
     #[serde(default)]
@@ -93,6 +105,24 @@ pub struct Instance {
     /// v5 multimodal: binary files restored after the patches (object or JSON string).
     #[serde(default)]
     pub image_assets: Option<serde_json::Value>,
+    /// SWE-rebench V2: how the row's image was installed and how its tests run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_config: Option<InstallConfig>,
+    /// SWE-bench Pro: the commands run before the tests; its evaluation runs only the last line
+    /// (which checks the test files out of the fix commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_repo_set_cmd: Option<String>,
+    /// SWE-bench Pro: the test files given to `run_script.sh` (a Python list literal or a
+    /// list).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_test_list"
+    )]
+    pub selected_test_files_to_run: Option<Vec<String>>,
+    /// SWE-bench Pro: the tag of the row's image in `jefzda/sweap-images`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerhub_tag: Option<String>,
     /// Training: the files shown to the model, path → text at the base commit.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub code_context: BTreeMap<String, String>,
@@ -100,6 +130,49 @@ pub struct Instance {
     /// reward's oracle).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub oracle_new_content: BTreeMap<String, String>,
+}
+
+/// SWE-rebench V2's `install_config`: the commands its image was installed with, the test
+/// commands its evaluation runs and the parser it names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstallConfig {
+    /// Commands run when the image was built (recorded; the prebuilt image already holds them).
+    #[serde(default, deserialize_with = "command_list")]
+    pub install: Vec<String>,
+    /// The test commands, run in order under `set -e` (a string is one command).
+    #[serde(default, deserialize_with = "command_list")]
+    pub test_cmd: Vec<String>,
+    /// The name of one of SWE-rebench V2's log parsers (`parse_log_gotest`, ...).
+    #[serde(default)]
+    pub log_parser: Option<String>,
+    /// The base image the row's image was built from.
+    #[serde(default)]
+    pub base_image_name: Option<String>,
+}
+
+/// Which benchmark's evaluation a row follows; decided by the fields it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskFormat {
+    /// SWE-bench (and swerve's own rows): an eval script with markers, SWE-bench's parsers
+    /// and verdict.
+    SweBench,
+    /// SWE-rebench V2 (`install_config`): the patches and `test_cmd` under `set -e` in the
+    /// row's prebuilt image, one of its named parsers on the host, the exact-set verdict.
+    Rebench,
+    /// SWE-bench Pro (`before_repo_set_cmd`, `selected_test_files_to_run`): an entry script,
+    /// the instance's `run_script.sh` and `parser.py` in the container, the subset verdict.
+    Pro,
+}
+
+impl TaskFormat {
+    /// `swe-bench`, `swe-rebench-v2` or `swe-bench-pro`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskFormat::SweBench => "swe-bench",
+            TaskFormat::Rebench => "swe-rebench-v2",
+            TaskFormat::Pro => "swe-bench-pro",
+        }
+    }
 }
 
 /// Why dataset rows could not be read.
@@ -169,6 +242,17 @@ impl Instance {
         from_json_text(text).map_err(DatasetError::Json)
     }
 
+    /// Which benchmark's evaluation the row follows.
+    pub fn format(&self) -> TaskFormat {
+        if self.install_config.is_some() {
+            TaskFormat::Rebench
+        } else if self.before_repo_set_cmd.is_some() || self.selected_test_files_to_run.is_some() {
+            TaskFormat::Pro
+        } else {
+            TaskFormat::SweBench
+        }
+    }
+
     /// Whether the row can be evaluated: a training task may lack its repository, a row to run
     /// and grade may not (every SWE-bench row names its repository). Empty test lists are
     /// graded as SWE-bench grades them (no test decides); a row file without the lists' keys
@@ -198,7 +282,8 @@ pub fn instance_image_name(namespace: &str, arch: &str, instance_id: &str) -> St
 /// present but empty is graded). The first missing key, named.
 pub fn check_test_list_keys(row: &serde_json::Value) -> Result<(), DatasetError> {
     for key in ["FAIL_TO_PASS", "PASS_TO_PASS"] {
-        if row.get(key).is_none() {
+        // SWE-bench Pro spells them in lower case.
+        if row.get(key).is_none() && row.get(key.to_lowercase()).is_none() {
             return Err(DatasetError::NotEvaluable {
                 instance_id: row["instance_id"].as_str().unwrap_or_default().to_owned(),
                 missing: key,
@@ -304,15 +389,48 @@ fn test_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, 
         }
 
         fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
-            serde_json::from_str(text).map_err(|err| {
-                E::custom(format!(
-                    "test list string is not a JSON array of strings: {err}"
-                ))
+            serde_json::from_str(text).or_else(|err| {
+                crate::pyliteral::string_list(text).map_err(|_| {
+                    E::custom(format!(
+                        "test list string is neither a JSON array of strings nor a Python \
+                         list of strings: {err}"
+                    ))
+                })
             })
         }
     }
 
     deserializer.deserialize_any(TestListVisitor)
+}
+
+/// [`test_list`] where the key may be absent or null.
+fn optional_test_list<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Wrapped(#[serde(deserialize_with = "test_list")] Vec<String>);
+    Ok(Option::<Wrapped>::deserialize(deserializer)?.map(|Wrapped(tests)| tests))
+}
+
+/// A list of shell commands, or one command as a string (SWE-rebench V2 writes both); blank
+/// entries are dropped, as its evaluation drops them.
+fn command_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Commands {
+        One(String),
+        Many(Vec<String>),
+        None(()),
+    }
+    let commands = match Commands::deserialize(deserializer)? {
+        Commands::One(command) => vec![command],
+        Commands::Many(commands) => commands,
+        Commands::None(()) => Vec::new(),
+    };
+    Ok(commands
+        .into_iter()
+        .filter(|command| !command.trim().is_empty())
+        .collect())
 }
 
 /// `version`: a string, null, or (in hand-made files) a number, kept as its JSON text.
@@ -381,6 +499,52 @@ mod tests {
             &["t1", "t \u{e9}"],
             &[],
         );
+    }
+
+    #[test]
+    fn swe_rebench_v2_rows_read_with_their_install_config() {
+        let row = Instance::from_json(
+            r#"{"instance_id":"o__r-7","repo":"o/r","base_commit":"abc","patch":"p","test_patch":"t",
+                "FAIL_TO_PASS":["a"],"PASS_TO_PASS":[],"image_name":"swerebenchv2/o-r:7-abc1234",
+                "install_config":{"install":["make"],"test_cmd":"go test -v ./...","log_parser":"parse_log_gotest"}}"#,
+        )
+        .expect("a SWE-rebench V2 row");
+        assert_eq!(row.format(), TaskFormat::Rebench);
+        assert_eq!(row.image.as_deref(), Some("swerebenchv2/o-r:7-abc1234"));
+        let config = row.install_config.as_ref().expect("install_config");
+        assert_eq!(config.test_cmd, ["go test -v ./..."]);
+        assert_eq!(config.install, ["make"]);
+        assert_eq!(config.log_parser.as_deref(), Some("parse_log_gotest"));
+        let lists = Instance::from_json(
+            r#"{"instance_id":"x","install_config":{"test_cmd":["a", " ", "b"],"install":null}}"#,
+        )
+        .expect("lists");
+        assert_eq!(lists.install_config.expect("config").test_cmd, ["a", "b"]);
+    }
+
+    #[test]
+    fn swe_bench_pro_rows_read_with_python_literal_lists() {
+        let text = r#"{"instance_id":"instance_o__r-1f","repo":"o/r","base_commit":"abc",
+            "fail_to_pass":"['test/a.js | it works', \"test/a.js | it's fine\"]","pass_to_pass":"[]",
+            "selected_test_files_to_run":"['test/a.js']","before_repo_set_cmd":"git reset\ngit checkout fix -- test/a.js",
+            "dockerhub_tag":"o.r-1f"}"#;
+        let row = Instance::from_json(text).expect("a SWE-bench Pro row");
+        assert_eq!(row.format(), TaskFormat::Pro);
+        assert_eq!(
+            row.fail_to_pass,
+            ["test/a.js | it works", "test/a.js | it's fine"]
+        );
+        assert!(row.pass_to_pass.is_empty());
+        assert_eq!(
+            row.selected_test_files_to_run.as_deref(),
+            Some(&["test/a.js".to_owned()][..])
+        );
+        check_test_list_keys(&serde_json::from_str(text).expect("json")).expect("lower-case keys");
+        let swebench = Instance::from_json(r#"{"instance_id":"a","repo":"a/b"}"#).expect("row");
+        assert_eq!(swebench.format(), TaskFormat::SweBench);
+        let bad = Instance::from_json(r#"{"instance_id":"a","fail_to_pass":"['a' 'b"}"#)
+            .expect_err("an unclosed literal");
+        assert!(bad.to_string().contains("invalid dataset JSON"), "{bad}");
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! score: it is reported beside it.
 
 use swerve_log_parsers::{
-    Evaluation, FailureTier, LogContext, LogProblem, LogText, Parser, Status, StatusMap,
-    TestStatus, classify_infra_failure, evaluate_log_with,
+    Evaluation, FailureTier, LogContext, LogProblem, LogText, ParsedRegion, Parser, Status,
+    StatusMap, TestStatus, classify_infra_failure, evaluate_log_with,
 };
 
 use crate::dataset::{EvalType, Instance};
@@ -333,6 +333,122 @@ pub fn tests_status(
         pass_to_pass: split(pass_to_pass, true),
         fail_to_fail: TestOutcomes::default(),
         pass_to_fail: TestOutcomes::default(),
+    }
+}
+
+/// The rule that decides `resolved` from a status map, named in the report of every row that is
+/// not graded as SWE-bench grades (`verdict_rule`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictRule {
+    /// SWE-bench's: each listed test succeeds under v5's rules (skips, truncated ids).
+    #[default]
+    SweBench,
+    /// SWE-rebench V2's `passed_match`: the sorted `PASSED` names equal the sorted
+    /// FAIL_TO_PASS + PASS_TO_PASS exactly; any other passing test, or a listed test twice,
+    /// makes it unresolved.
+    ExactSet,
+    /// Every listed test is `PASSED`; other tests do not matter (SWE-bench Pro, and Prime's
+    /// verifiers on SWE-rebench V2). An empty list is resolved.
+    Subset,
+}
+
+impl VerdictRule {
+    /// `swe-bench`, `exact-set` or `subset`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictRule::SweBench => "swe-bench",
+            VerdictRule::ExactSet => "exact-set",
+            VerdictRule::Subset => "subset",
+        }
+    }
+}
+
+/// Grades a status map that another benchmark's evaluation produced (SWE-rebench V2's parsers,
+/// SWE-bench Pro's `parser.py`) under `rule`, which the report names. `normalize` maps a listed
+/// test to the name the map uses (SWE-rebench V2 strips timing suffixes from both sides); the
+/// report lists the dataset's names, in dataset order: a listed test succeeds when its status is
+/// `PASSED`. `None` for the map: the evaluation gave no results (the patch did not apply, or
+/// no output was written), graded as not applied and unresolved.
+pub fn grade_listed(
+    instance: &Instance,
+    status_map: Option<StatusMap>,
+    rule: VerdictRule,
+    normalize: &dyn Fn(&str) -> String,
+) -> Grading {
+    let mut report = InstanceReport {
+        patch_exists: true,
+        verdict_rule: Some(rule.as_str().to_owned()),
+        ..InstanceReport::default()
+    };
+    let Some(status_map) = status_map else {
+        return Grading {
+            report,
+            outcome: GradeOutcome::NotGradeable(LogProblem::NoTestResults),
+        };
+    };
+    report.patch_successfully_applied = true;
+    let passed = |test: &str| {
+        status_map.get(&normalize(test)).and_then(Status::known) == Some(TestStatus::Passed)
+    };
+    let split = |tests: &[String]| {
+        let mut outcomes = TestOutcomes::default();
+        for test in tests {
+            if passed(test) {
+                outcomes.success.push(test.clone());
+            } else {
+                outcomes.failure.push(test.clone());
+            }
+        }
+        outcomes
+    };
+    let tests = TestsStatus {
+        fail_to_pass: split(&instance.fail_to_pass),
+        pass_to_pass: split(&instance.pass_to_pass),
+        ..TestsStatus::default()
+    };
+    let resolved = match rule {
+        VerdictRule::SweBench | VerdictRule::Subset => {
+            tests.fail_to_pass.failure.is_empty() && tests.pass_to_pass.failure.is_empty()
+        }
+        VerdictRule::ExactSet => {
+            let mut expected: Vec<String> = instance
+                .fail_to_pass
+                .iter()
+                .chain(&instance.pass_to_pass)
+                .map(|test| normalize(test))
+                .collect();
+            expected.sort();
+            let mut actual: Vec<&str> = status_map
+                .iter()
+                .filter(|(_, status)| status.known() == Some(TestStatus::Passed))
+                .map(|(name, _)| name)
+                .collect();
+            actual.sort_unstable();
+            actual == expected
+        }
+    };
+    let resolution = if resolved {
+        ResolutionStatus::Full
+    } else {
+        match resolution_status(&tests) {
+            ResolutionStatus::Full => ResolutionStatus::No,
+            other => other,
+        }
+    };
+    report.resolved = resolved;
+    report.tests_status = Some(tests);
+    Grading {
+        report,
+        outcome: GradeOutcome::Graded {
+            resolution,
+            evaluation: Evaluation {
+                status_map,
+                region: ParsedRegion::WholeLog,
+            },
+        },
     }
 }
 
@@ -695,5 +811,88 @@ mod tests {
         inst.log_parser = None;
         inst.repo = "django/django".to_owned();
         assert_eq!(parser_for(&inst), Ok(Parser::Django));
+    }
+
+    fn listed(f2p: &[&str], p2p: &[&str]) -> Instance {
+        instance("", f2p, p2p)
+    }
+
+    fn statuses(pairs: &[(&str, &str)]) -> StatusMap {
+        pairs
+            .iter()
+            .map(|(name, status)| (*name, Status::from_token(status)))
+            .collect()
+    }
+
+    #[test]
+    fn the_exact_set_rule_wants_the_passing_tests_to_be_the_listed_ones() {
+        let row = listed(&["t::b"], &["t::a"]);
+        let same = |name: &str| name.to_owned();
+        let grade =
+            |pairs: &[(&str, &str)], rule| grade_listed(&row, Some(statuses(pairs)), rule, &same);
+        let exact = grade(
+            &[("t::a", "PASSED"), ("t::b", "PASSED"), ("t::c", "FAILED")],
+            VerdictRule::ExactSet,
+        );
+        assert!(exact.report.resolved);
+        assert_eq!(exact.resolution(), Some(ResolutionStatus::Full));
+        // One more passing test: exact-set says no, subset says yes.
+        let more = [("t::a", "PASSED"), ("t::b", "PASSED"), ("t::c", "PASSED")];
+        let exact = grade(&more, VerdictRule::ExactSet);
+        assert!(!exact.report.resolved);
+        assert_eq!(exact.resolution(), Some(ResolutionStatus::No));
+        assert_eq!(exact.report.verdict_rule.as_deref(), Some("exact-set"));
+        assert!(grade(&more, VerdictRule::Subset).report.resolved);
+        // A skipped listed test fails both rules (only PASSED counts).
+        let skipped = [("t::a", "SKIPPED"), ("t::b", "PASSED")];
+        let subset = grade(&skipped, VerdictRule::Subset);
+        assert!(!subset.report.resolved);
+        let tests = subset.report.tests_status.expect("graded");
+        assert_eq!(tests.pass_to_pass.failure, ["t::a"]);
+        assert_eq!(tests.fail_to_pass.success, ["t::b"]);
+        // The report names the rule, after the flags SWE-bench writes.
+        let text = render_instance_report("o__r-1", &grade(&more, VerdictRule::Subset).report);
+        assert!(text.contains("\"verdict_rule\": \"subset\""), "{text}");
+    }
+
+    #[test]
+    fn listed_grading_compares_normalised_names_and_reports_dataset_names() {
+        let row = listed(&["Suite adds (12ms)"], &[]);
+        let strip = |name: &str| name.trim_end_matches(" (12ms)").to_owned();
+        let grading = grade_listed(
+            &row,
+            Some(statuses(&[("Suite adds", "PASSED")])),
+            VerdictRule::ExactSet,
+            &strip,
+        );
+        assert!(grading.report.resolved);
+        let tests = grading.report.tests_status.expect("graded");
+        assert_eq!(tests.fail_to_pass.success, ["Suite adds (12ms)"]);
+    }
+
+    #[test]
+    fn no_results_is_not_applied_and_unresolved_and_an_empty_list_is_resolved_by_subset() {
+        let none = grade_listed(
+            &listed(&["a"], &[]),
+            None,
+            VerdictRule::Subset,
+            &str::to_owned,
+        );
+        assert!(!none.report.patch_successfully_applied && !none.report.resolved);
+        assert_eq!(none.problem(), Some(&LogProblem::NoTestResults));
+        let empty = grade_listed(
+            &listed(&[], &[]),
+            Some(statuses(&[("x", "FAILED")])),
+            VerdictRule::Subset,
+            &str::to_owned,
+        );
+        assert!(empty.report.resolved);
+        let exact = grade_listed(
+            &listed(&[], &[]),
+            Some(statuses(&[("x", "PASSED")])),
+            VerdictRule::ExactSet,
+            &str::to_owned,
+        );
+        assert!(!exact.report.resolved);
     }
 }

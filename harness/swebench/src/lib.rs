@@ -16,8 +16,9 @@ pub mod hardened;
 pub mod names;
 pub mod predictions;
 pub mod pyjson;
+mod pyliteral;
 pub mod report;
 pub mod task_repo;
 
-pub use dataset::Instance;
+pub use dataset::{InstallConfig, Instance, TaskFormat};
 pub use predictions::Prediction;

@@ -31,6 +31,10 @@ pub struct InstanceReport {
     /// v5: the signature an ungradeable log matched (environment or ambiguous tier).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infra_failure_reason: Option<String>,
+    /// The rule that decided `resolved` when it is not SWE-bench's (rows of SWE-rebench V2 and
+    /// SWE-bench Pro: `exact-set` or `subset`); absent in SWE-bench's reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict_rule: Option<String>,
     /// Per-test outcomes; present only when the log was gradeable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tests_status: Option<TestsStatus>,
