@@ -440,7 +440,7 @@ impl<'t> Reader<'t> {
             .rest()
             .strip_prefix("<?xml")
             .and_then(|rest| rest.chars().next());
-        if !after.is_some_and(|c| !is_name_char(c)) {
+        if after.is_none_or(is_name_char) {
             return Ok(());
         }
         self.at += "<?xml".len();

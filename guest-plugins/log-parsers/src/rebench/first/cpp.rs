@@ -17,7 +17,7 @@ use crate::status::{StatusMap, TestStatus};
 /// side), which sets `NAME` `FAILED`. Before it, the first of these that matches wins: text
 /// followed by whitespace and `PASSED` anywhere on the line (`PASSED` only if the name has no
 /// status yet), then `FAILED`, `SKIPPED`, `ERROR` (each overwriting). The name is the text
-/// before the first such status word, cut to what follows its last `::` when it has one.
+/// before the first such status word, cut to the last piece of splitting it at `::` from the left.
 pub(super) fn parse_log_cpp(log: &str) -> Result<StatusMap, ParseError> {
     const FAILURES_BANNER: &str =
         "=================================== FAILURES ===================================";
@@ -60,7 +60,8 @@ pub(super) fn parse_log_cpp(log: &str) -> Result<StatusMap, ParseError> {
             continue;
         };
         let full = group(&caps, 1);
-        let name = full.rsplit("::").next().unwrap_or(full);
+        // `split("::")[-1]`: pieces found from the left, so `a:::b` ends in `:b`.
+        let name = full.split("::").last().unwrap_or(full);
         if status != TestStatus::Passed || !map.contains_key(name) {
             map.insert(name, status);
         }
