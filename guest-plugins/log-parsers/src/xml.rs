@@ -431,8 +431,8 @@ impl<'t> Reader<'t> {
 
     /// An XML declaration at the very start of the text, as expat reads one when the text is
     /// handed over as a Python `str` (the declared encoding is then overridden, so any
-    /// well-formed encoding name is accepted): `<?xml`, whitespace, `version` with any quoted
-    /// value, optionally `encoding` with a name `[A-Za-z][A-Za-z0-9._-]*`, optionally
+    /// well-formed encoding name is accepted): `<?xml`, whitespace, `version` with a quoted
+    /// value of `[A-Za-z0-9._-]*`, optionally `encoding` with a name `[A-Za-z][A-Za-z0-9._-]*`, optionally
     /// `standalone` with `yes` or `no`, each pseudo-attribute after whitespace and in this
     /// order, then optional whitespace and `?>`.
     fn declaration(&mut self) -> Result<(), XmlError> {
@@ -479,16 +479,15 @@ impl<'t> Reader<'t> {
             };
             let value = &self.rest()[..len];
             self.at += len + 1;
-            let valid = match key {
-                "encoding" => {
-                    value.starts_with(|c: char| c.is_ascii_alphabetic())
-                        && value
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-                }
-                "standalone" => matches!(value, "yes" | "no"),
-                _ => value.chars().all(is_xml_char),
-            };
+            let plain = value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            let valid = plain
+                && match key {
+                    "encoding" => value.starts_with(|c: char| c.is_ascii_alphabetic()),
+                    "standalone" => matches!(value, "yes" | "no"),
+                    _ => true,
+                };
             if !valid {
                 return self.fail(BAD);
             }
@@ -615,6 +614,8 @@ mod tests {
             "<?xml version='1.0' encoding=''?><r/>",
             "<?xml version='1.0' standalone='maybe'?><r/>",
             "<?xml version='1.0' foo='x'?><r/>",
+            "<?xml version='1<0'?><r/>",
+            "<?xml version='1 0'?><r/>",
             "<?xml version='1.0' standalone='no' encoding='x'?><r/>",
             " <?xml version='1.0'?><r/>",
         ] {
