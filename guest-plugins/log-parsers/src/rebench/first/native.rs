@@ -310,11 +310,11 @@ pub(super) fn parse_log_ruby_unit(log: &str) -> Result<StatusMap, ParseError> {
     Ok(map)
 }
 
-/// `parse_log_rspec_transformed_json`: stripped lines `name - passed` / `name - failed` (the
-/// name is the text before the last ` - passed`/` - failed` that follows... greedy, and the
-/// line may go on after the outcome word) give `PASSED` / `FAILED`. Upstream's `pending`
-/// branch and its `ValueError` for another outcome cannot be reached, as the pattern only
-/// admits these two words.
+/// `parse_log_rspec_transformed_json`: stripped lines containing ` - passed` or ` - failed`
+/// give `PASSED` / `FAILED`; the name is the text before the last such marker (greedy), and the
+/// line may go on after the outcome word (` - passedly` counts). Upstream's `pending` branch and
+/// its `ValueError` for another outcome cannot be reached, as the pattern admits only these two
+/// words, so `name - pending` lines are not recorded.
 pub(super) fn parse_log_rspec_transformed_json(log: &str) -> Result<StatusMap, ParseError> {
     let pattern = py_match!(r"(.+) - (passed|failed)");
     Ok(stripped_matches(log, pattern)
