@@ -23,6 +23,42 @@ pub(crate) fn split(s: &str) -> Vec<&str> {
         .collect()
 }
 
+/// CPython's `s.splitlines()` (no `keepends`): lines end at `\n`, `\r`, `\r\n`, `\x0b`,
+/// `\x0c`, `\x1c`, `\x1d`, `\x1e`, `\x85`, U+2028 or U+2029; a final line break does not
+/// start an empty last line, and an empty text has no lines.
+pub(crate) fn splitlines(s: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let is_break = matches!(
+            c,
+            '\n' | '\r'
+                | '\x0b'
+                | '\x0c'
+                | '\x1c'
+                | '\x1d'
+                | '\x1e'
+                | '\u{85}'
+                | '\u{2028}'
+                | '\u{2029}'
+        );
+        if !is_break {
+            continue;
+        }
+        lines.push(&s[start..at]);
+        start = at + c.len_utf8();
+        if c == '\r' && chars.peek().is_some_and(|&(_, next)| next == '\n') {
+            chars.next();
+            start += 1;
+        }
+    }
+    if start < s.len() {
+        lines.push(&s[start..]);
+    }
+    lines
+}
+
 /// CPython's `s.strip()` with no argument.
 pub(crate) fn strip(s: &str) -> &str {
     s.trim_matches(is_space)
@@ -152,6 +188,22 @@ mod tests {
     fn strip_uses_the_python_whitespace_set() {
         assert_eq!(strip("\u{1E} x y \u{2028}"), "x y");
         assert_eq!(strip("\u{0}x"), "\u{0}x");
+    }
+
+    #[test]
+    fn splitlines_uses_the_python_line_boundaries() {
+        let check =
+            |input: &str, expect: &[&str]| assert_eq!(splitlines(input), expect, "{input:?}");
+        check("a\nb\r\nc\rd", &["a", "b", "c", "d"]);
+        check("a\n", &["a"]);
+        check("a\n\n", &["a", ""]);
+        check("", &[]);
+        check("\n", &[""]);
+        check(
+            "a\x0bb\x0cc\x1cd\u{85}e\u{2028}f\u{2029}g\x1fh",
+            &["a", "b", "c", "d", "e", "f", "g\x1fh"],
+        );
+        check("a\r\r\nb", &["a", "", "b"]);
     }
 
     #[test]

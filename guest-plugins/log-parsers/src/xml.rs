@@ -2,7 +2,8 @@
 //! processing on) for `parse_log_doctest`: a well-formedness check and a tree of element names
 //! and attributes.
 //!
-//! The text always starts at `<doctest`, so there is no XML declaration and no DOCTYPE: the only
+//! The text starts at `<doctest` or, for SWE-rebench V2's JUnit reports, at an XML declaration
+//! (read as expat reads one, [`Reader::declaration`]); there is no DOCTYPE, so the only
 //! entities are the five predefined ones and character references. Checked as expat checks:
 //! tag nesting and matching, one root element followed only by comments, processing
 //! instructions and whitespace, attribute syntax (quotes, no `<`, whitespace between
@@ -64,6 +65,21 @@ impl Document {
         name: &'a str,
     ) -> impl Iterator<Item = usize> + 'a {
         (element + 1..self.elements[element].end).filter(move |&at| self.elements[at].name == name)
+    }
+
+    /// `element.findall("name")` (so also `element.find("name")`, its first): the children (not
+    /// deeper descendants) whose resolved name is `name`, in document order.
+    pub(crate) fn children_named<'a>(
+        &'a self,
+        element: usize,
+        name: &'a str,
+    ) -> impl Iterator<Item = usize> + 'a {
+        let end = self.elements[element].end;
+        let inside = move |at: usize| (at < end).then_some(at);
+        std::iter::successors(inside(element + 1), move |&at| {
+            inside(self.elements[at].end)
+        })
+        .filter(move |&at| self.elements[at].name == name)
     }
 
     /// `element.get(name)` for an attribute without a namespace.
@@ -413,7 +429,73 @@ impl<'t> Reader<'t> {
         Ok(())
     }
 
+    /// An XML declaration at the very start of the text, as expat reads one when the text is
+    /// handed over as a Python `str` (the declared encoding is then overridden, so any
+    /// well-formed encoding name is accepted): `<?xml`, whitespace, `version` with a quoted
+    /// value of `[A-Za-z0-9._-]*`, optionally `encoding` with a name `[A-Za-z][A-Za-z0-9._-]*`, optionally
+    /// `standalone` with `yes` or `no`, each pseudo-attribute after whitespace and in this
+    /// order, then optional whitespace and `?>`.
+    fn declaration(&mut self) -> Result<(), XmlError> {
+        let after = self
+            .rest()
+            .strip_prefix("<?xml")
+            .and_then(|rest| rest.chars().next());
+        if after.is_none_or(is_name_char) {
+            return Ok(());
+        }
+        self.at += "<?xml".len();
+        const BAD: &str = "XML declaration not well-formed";
+        let mut seen = 0;
+        loop {
+            let spaced = self.space();
+            if self.eat("?>") {
+                return if seen == 0 { self.fail(BAD) } else { Ok(()) };
+            }
+            if !spaced {
+                return self.fail(BAD);
+            }
+            let Ok(key) = self.name() else {
+                return self.fail(BAD);
+            };
+            let order = ["version", "encoding", "standalone"];
+            let Some(index) = order.iter().position(|known| *known == key) else {
+                return self.fail(BAD);
+            };
+            if index < seen || (seen == 0 && index != 0) {
+                return self.fail(BAD);
+            }
+            seen = index + 1;
+            self.space();
+            if !self.eat("=") {
+                return self.fail(BAD);
+            }
+            self.space();
+            let Some(quote) = self.peek().filter(|c| matches!(c, '"' | '\'')) else {
+                return self.fail(BAD);
+            };
+            self.at += 1;
+            let Some(len) = self.rest().find(quote) else {
+                return self.fail(BAD);
+            };
+            let value = &self.rest()[..len];
+            self.at += len + 1;
+            let plain = value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            let valid = plain
+                && match key {
+                    "encoding" => value.starts_with(|c: char| c.is_ascii_alphabetic()),
+                    "standalone" => matches!(value, "yes" | "no"),
+                    _ => true,
+                };
+            if !valid {
+                return self.fail(BAD);
+            }
+        }
+    }
+
     fn document(mut self) -> Result<Document, XmlError> {
+        self.declaration()?;
         self.misc()?;
         if !self.eat("<") {
             return self.fail(if self.peek().is_none() {
@@ -486,6 +568,26 @@ mod tests {
     }
 
     #[test]
+    fn xml_declarations() {
+        for text in [
+            "<?xml version=\"1.0\"?><r/>",
+            "<?xml version = '1.0'  encoding='latin-1' standalone='yes' ?>\n<r/>",
+            "<?xml version=''?><r/>",
+            "<?xml-stylesheet href='a'?><r/>",
+        ] {
+            assert!(parse(text).is_ok(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn children_are_direct() {
+        let doc = parse("<r><a><b/></a><b><b/></b><c/><b/></r>").expect("well-formed");
+        let root = doc.root();
+        assert_eq!(doc.children_named(root, "b").count(), 2);
+        assert_eq!(doc.descendants_named(root, "b").count(), 4);
+    }
+
+    #[test]
     fn malformed_documents() {
         for text in [
             "",
@@ -505,6 +607,17 @@ mod tests {
             "<r a='1",
             "<r><!DOCTYPE r></r>",
             "text<r/>",
+            "<?xml?><r/>",
+            "<?xml encoding='utf-8'?><r/>",
+            "<?xml version='1.0'encoding='x'?><r/>",
+            "<?xml version='1.0' encoding='1x'?><r/>",
+            "<?xml version='1.0' encoding=''?><r/>",
+            "<?xml version='1.0' standalone='maybe'?><r/>",
+            "<?xml version='1.0' foo='x'?><r/>",
+            "<?xml version='1<0'?><r/>",
+            "<?xml version='1 0'?><r/>",
+            "<?xml version='1.0' standalone='no' encoding='x'?><r/>",
+            " <?xml version='1.0'?><r/>",
         ] {
             assert!(parse(text).is_err(), "{text:?}");
         }
