@@ -66,6 +66,27 @@ impl Document {
         (element + 1..self.elements[element].end).filter(move |&at| self.elements[at].name == name)
     }
 
+    /// `element.findall(name)` (and, its first item, `element.find(name)`): the element's
+    /// children, not deeper descendants, whose resolved name is `name`, in document order.
+    pub(crate) fn children_named<'a>(
+        &'a self,
+        element: usize,
+        name: &'a str,
+    ) -> impl Iterator<Item = usize> + 'a {
+        let end = self.elements[element].end;
+        let mut at = element + 1;
+        std::iter::from_fn(move || {
+            while at < end {
+                let child = at;
+                at = self.elements[child].end;
+                if self.elements[child].name == name {
+                    return Some(child);
+                }
+            }
+            None
+        })
+    }
+
     /// `element.get(name)` for an attribute without a namespace.
     pub(crate) fn attribute(&self, element: usize, name: &str) -> Option<&str> {
         self.elements[element]
