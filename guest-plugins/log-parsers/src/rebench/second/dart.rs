@@ -11,7 +11,8 @@ use crate::status::{StatusMap, TestStatus};
 
 /// A JSON value as a Python dict key: equal keys are those Python's `==` (and hash) make
 /// equal. JSON `true`/`false` are the integers 1 and 0, and a float with an integral value
-/// equals that integer; a NaN equals nothing (each parsed NaN is a new object).
+/// equals that integer. `NaN` equals `NaN`: `json` hands out one shared NaN object, and a dict
+/// lookup tries identity before `==`.
 #[derive(Debug)]
 enum Key {
     Str(String),
@@ -30,6 +31,7 @@ impl PartialEq for Key {
             (Key::Str(a), Key::Str(b)) | (Key::Int(a), Key::Int(b)) => a == b,
             (Key::Float(a), Key::Float(b)) => a == b,
             (Key::Infinite(a), Key::Infinite(b)) => a == b,
+            (Key::NaN, Key::NaN) => true,
             _ => false,
         }
     }
