@@ -42,16 +42,16 @@ fn mvn_failure(line: &str) -> Option<(&str, &str)> {
     let dots: Vec<usize> = dots.collect();
     for &dot in dots.iter().rev() {
         for method_end in dot + 2..=run {
-            if method_end == run {
-                if let Some(after_colon) = body[run..].strip_prefix(':') {
-                    let digit_ends: Vec<usize> = after_colon
-                        .char_indices()
-                        .take_while(|&(_, c)| pystr::decimal_value(c).is_some())
-                        .map(|(at, c)| run + 1 + at + c.len_utf8())
-                        .collect();
-                    if digit_ends.iter().rev().any(|&end| py_boundary(body, end)) {
-                        return Some((&body[..dot], &body[dot + 1..method_end]));
-                    }
+            if method_end == run
+                && let Some(after_colon) = body[run..].strip_prefix(':')
+            {
+                let digit_ends: Vec<usize> = after_colon
+                    .char_indices()
+                    .take_while(|&(_, c)| pystr::decimal_value(c).is_some())
+                    .map(|(at, c)| run + 1 + at + c.len_utf8())
+                    .collect();
+                if digit_ends.iter().rev().any(|&end| py_boundary(body, end)) {
+                    return Some((&body[..dot], &body[dot + 1..method_end]));
                 }
             }
             if py_boundary(body, method_end) {
@@ -300,7 +300,7 @@ pub(super) fn parse_java_mvn_v2(log: &str) -> Result<StatusMap, ParseError> {
 /// is for a `str` fed to expat.
 pub(super) fn parse_xml(text: &str) -> Option<xml::Document> {
     let body = match text.strip_prefix("<?xml") {
-        Some(rest) if rest.starts_with(|c: char| matches!(c, ' ' | '\t' | '\n' | '\r')) => {
+        Some(rest) if rest.starts_with([' ', '\t', '\n', '\r']) => {
             let end = rest.find("?>")?;
             if !valid_declaration(&rest[..end]) {
                 return None;

@@ -159,10 +159,10 @@ pub(super) fn parse_log_js_3(log: &str) -> Result<StatusMap, ParseError> {
 /// `:`.
 fn js4_payload(payload: &str) -> &str {
     let mut payload = pystr::strip(payload);
-    if payload.starts_with('[') {
-        if let Some((_, after)) = payload.split_once("]:") {
-            payload = pystr::strip(after);
-        }
+    if payload.starts_with('[')
+        && let Some((_, after)) = payload.split_once("]:")
+    {
+        payload = pystr::strip(after);
     }
     if let Some(after) = payload.strip_prefix(':') {
         payload = pystr::strip(after);
