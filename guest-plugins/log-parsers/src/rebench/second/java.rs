@@ -343,7 +343,6 @@ fn valid_declaration(decl: &str) -> bool {
         let ok = match key {
             "version" => {
                 seen.is_empty()
-                    && !value.is_empty()
                     && value
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
