@@ -23,6 +23,9 @@ pub enum PyException {
     JsonDecodeError,
     /// `xml.etree.ElementTree.ParseError`: the doctest XML report is not well-formed.
     XmlParseError,
+    /// `RecursionError`: a JSON line nested too deeply for `json.loads` (SWE-rebench V2's
+    /// dart parser).
+    RecursionError,
 }
 
 impl PyException {
@@ -36,6 +39,7 @@ impl PyException {
             PyException::AttributeError => "AttributeError",
             PyException::JsonDecodeError => "JSONDecodeError",
             PyException::XmlParseError => "ParseError",
+            PyException::RecursionError => "RecursionError",
         }
     }
 }

@@ -16,12 +16,13 @@
 /// The deepest nesting this reader accepts.
 pub(crate) const MAX_DEPTH: usize = 900;
 
-/// A decoded JSON value; numbers are kept only as "a number".
+/// A decoded JSON value; a number is kept as the literal it was written as.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Json {
     Null,
-    Bool,
-    Number,
+    Bool(bool),
+    /// The literal as written (`-12`, `1.5e3`, `NaN`, `-Infinity`).
+    Number(String),
     String {
         value: String,
         /// A `\uD8xx`-style escape without its pair was decoded (Python keeps it as is).
@@ -112,11 +113,11 @@ impl<'t> Reader<'t> {
             _ => {
                 for (token, value) in [
                     ("null", Json::Null),
-                    ("true", Json::Bool),
-                    ("false", Json::Bool),
-                    ("NaN", Json::Number),
-                    ("Infinity", Json::Number),
-                    ("-Infinity", Json::Number),
+                    ("true", Json::Bool(true)),
+                    ("false", Json::Bool(false)),
+                    ("NaN", Json::Number("NaN".to_owned())),
+                    ("Infinity", Json::Number("Infinity".to_owned())),
+                    ("-Infinity", Json::Number("-Infinity".to_owned())),
                 ] {
                     if self.eat(token) {
                         return Ok(value);
@@ -153,8 +154,9 @@ impl<'t> Reader<'t> {
                 len += 1 + sign + exponent;
             }
         }
+        let literal = self.rest()[..len].to_owned();
         self.at += len;
-        Ok(Json::Number)
+        Ok(Json::Number(literal))
     }
 
     /// After the opening quote.

@@ -151,7 +151,7 @@ pub(crate) fn digits_are_zero(digits: &str) -> bool {
 /// The value of a Unicode decimal digit (`Nd`), as Python's `int()` and `float()` read it.
 /// Every `Nd` digit sits in a run of ten that starts at one of these zeros (Unicode 14, CPython
 /// 3.11).
-fn decimal_value(c: char) -> Option<u8> {
+pub(crate) fn decimal_value(c: char) -> Option<u8> {
     const ZEROS: [u32; 66] = [
         0x30, 0x660, 0x6f0, 0x7c0, 0x966, 0x9e6, 0xa66, 0xae6, 0xb66, 0xbe6, 0xc66, 0xce6, 0xd66,
         0xde6, 0xe50, 0xed0, 0xf20, 0x1040, 0x1090, 0x17e0, 0x1810, 0x1946, 0x19d0, 0x1a80, 0x1a90,

@@ -125,7 +125,7 @@ fn full_titles<'j>(list: &'j Json, field: &str) -> Result<Vec<&'j str>, ParseErr
         Json::Object(entries) if entries.is_empty() => &[],
         Json::String { value, .. } if value.is_empty() => &[],
         Json::Object(_) | Json::String { .. } => return type_error("entries are strings"),
-        Json::Null | Json::Bool | Json::Number => return type_error("not iterable"),
+        Json::Null | Json::Bool(_) | Json::Number(_) => return type_error("not iterable"),
     };
     let mut titles = Vec::with_capacity(items.len());
     for item in items {
