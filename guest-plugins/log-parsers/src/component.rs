@@ -1,6 +1,8 @@
 //! The `swebench-parsers` evaluator component: every parser of this crate (all 57 names of
 //! SWE-bench 5.0.2) behind the `swerve:plugin/evaluator` world, chosen by the context's `parser`
-//! (a dataset row's `log_parser`) or else by its `repo`. A parse that raises upstream is an
+//! (a dataset row's `log_parser`) or else by its `repo`; a `parser` of the form
+//! `swe-rebench-v2:<name>` picks one of SWE-rebench V2's parsers instead (its names normalised
+//! as its evaluation does). A parse that raises upstream is an
 //! `Err` naming the exception.
 
 use swerve_plugin_kit::evaluator::{LogContext, PluginInfo, TestResult, TestStatus};
@@ -21,6 +23,19 @@ impl swerve_plugin_kit::EvaluatorPlugin for SwebenchParsers {
     }
 
     fn parse(log: &str, context: &LogContext) -> Result<Vec<TestResult>, String> {
+        if let Some(name) = context.parser.strip_prefix(crate::REBENCH_PARSER_PREFIX) {
+            let parser = crate::RebenchParser::from_name(name)
+                .ok_or_else(|| format!("no SWE-rebench V2 log parser named `{name}`"))?;
+            return Ok(parser
+                .try_parse(log)
+                .map_err(|err| format!("{name}: {err}"))?
+                .iter()
+                .map(|(name, status)| TestResult {
+                    name: name.to_owned(),
+                    status: to_wit(status),
+                })
+                .collect());
+        }
         let parser = if context.parser.is_empty() {
             Parser::for_repo(&context.repo).ok_or_else(|| {
                 format!("no SWE-bench log parser for repository `{}`", context.repo)

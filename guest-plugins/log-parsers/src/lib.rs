@@ -62,7 +62,7 @@ mod xml;
 pub use error::{ParseError, PyException};
 pub use infra::{FailureTier, InfraFailureReason, classify_infra_failure};
 pub use parser::{LOG_PARSER_NAMES, LogContext, Parser, REPO_PARSERS};
-pub use rebench::{RebenchParser, normalize_test_name};
+pub use rebench::{REBENCH_PARSER_PREFIX, RebenchParser, normalize_test_name};
 pub use section::{
     BadCode, END_TEST_OUTPUT, Evaluation, ExitCode, LogProblem, LogText, MissingMarkers,
     ParsedRegion, START_TEST_OUTPUT, TEST_EXIT_CODE, evaluate_log, evaluate_log_with,

@@ -37,6 +37,9 @@ mod js;
 mod native;
 mod python;
 
+/// Also part of SWE-rebench V2's `parse_java_mvn`.
+pub(super) use native::parse_log_maven;
+
 /// `(name, parser)` for every parser this part ports.
 pub(super) const PARSERS: &[(&str, ParseFn)] = &[
     ("parse_log_pytest", python::parse_log_pytest),

@@ -26,6 +26,10 @@ use crate::status::StatusMap;
 mod first;
 mod second;
 
+/// How an evaluator context names one of these parsers: `swe-rebench-v2:<name>` (the bare
+/// names belong to SWE-bench's parsers).
+pub const REBENCH_PARSER_PREFIX: &str = "swe-rebench-v2:";
+
 /// A ported parser: the log in, the status map out (or the exception upstream raises).
 pub(crate) type ParseFn = fn(&str) -> Result<StatusMap, ParseError>;
 

@@ -34,7 +34,8 @@ def main() -> int:
                 continue
             case = json.loads(line)
             if "log" in case:
-                log = (folder / case["log"]).read_text(encoding="utf-8", newline="")
+                with open(folder / case["log"], encoding="utf-8", newline="") as file:
+                    log = file.read()
             else:
                 log = case["text"]
             name = case["parser"]

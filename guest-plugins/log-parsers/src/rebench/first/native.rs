@@ -389,7 +389,7 @@ pub(super) fn parse_log_phpunit(log: &str) -> Result<StatusMap, ParseError> {
 /// line that is followed by one), and a stripped line ending in `BUILD SUCCESS` / `BUILD
 /// FAILURE` sets the current test `PASSED` / `FAILED` (before any `-Dtest=` the key is
 /// `---NO TEST NAME FOUND YET---`). One line can do both.
-pub(super) fn parse_log_maven(log: &str) -> Result<StatusMap, ParseError> {
+pub(in crate::rebench) fn parse_log_maven(log: &str) -> Result<StatusMap, ParseError> {
     let test_name = py_match!(r"^.*-Dtest=(\S+).*$");
     let result = py_match!(r"^.*BUILD (SUCCESS|FAILURE)$");
     let mut map = StatusMap::new();

@@ -129,7 +129,7 @@ pub(super) fn parse_java_mvn(log: &str) -> Result<StatusMap, ParseError> {
     for (name, status) in parse_log_sbt(log)?.iter() {
         set_default(&mut results, name, status.clone());
     }
-    for (name, status) in rebench_maven(log).iter() {
+    for (name, status) in crate::rebench::first::parse_log_maven(log)?.iter() {
         set_default(&mut results, name, status.clone());
     }
     if results.is_empty() {
@@ -138,33 +138,6 @@ pub(super) fn parse_java_mvn(log: &str) -> Result<StatusMap, ParseError> {
         }
     }
     Ok(results)
-}
-
-static MAVEN_TEST: Pattern = LazyLock::new(|| pyre::compile(r"^.*-Dtest=(\S+).*$"));
-static MAVEN_RESULT: Pattern = LazyLock::new(|| pyre::compile(r"^.*BUILD (SUCCESS|FAILURE)$"));
-
-/// SWE-rebench V2's own `parse_log_maven` (simpler than SWE-bench's): over the stripped lines
-/// of `log.split('\n')`, the value of the last `-Dtest=` on a line becomes the current name
-/// (initially `---NO TEST NAME FOUND YET---`), and a line ending in `BUILD SUCCESS` or
-/// `BUILD FAILURE` stores `PASSED` or `FAILED` for the current name.
-fn rebench_maven(log: &str) -> StatusMap {
-    let mut map = StatusMap::new();
-    let mut current = "---NO TEST NAME FOUND YET---";
-    for line in log.split('\n') {
-        let line = pystr::strip(line);
-        if let Some(caps) = MAVEN_TEST.captures(line) {
-            current = group(&caps, 1);
-        }
-        if let Some(caps) = MAVEN_RESULT.captures(line) {
-            let status = if group(&caps, 1) == "SUCCESS" {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            map.insert(current, status);
-        }
-    }
-    map
 }
 
 /// `parse_log_sbt` (also `parse_log_junit`): the `<testcase ...>` tags found anywhere in the
@@ -294,80 +267,10 @@ pub(super) fn parse_java_mvn_v2(log: &str) -> Result<StatusMap, ParseError> {
     Ok(results)
 }
 
-/// `ET.fromstring` on a text that may begin with an XML declaration: the declaration is checked
-/// as expat checks it (only at the very start; `version`, then optional `encoding` and
-/// `standalone`) and the rest parsed by [`xml::parse`]. The declared encoding is ignored, as it
-/// is for a `str` fed to expat.
+/// `ET.fromstring`: the text (an XML declaration at its start read as expat reads one) as a
+/// document, `None` where ElementTree raises.
 pub(super) fn parse_xml(text: &str) -> Option<xml::Document> {
-    let body = match text.strip_prefix("<?xml") {
-        Some(rest) if rest.starts_with([' ', '\t', '\n', '\r']) => {
-            let end = rest.find("?>")?;
-            if !valid_declaration(&rest[..end]) {
-                return None;
-            }
-            &rest[end + 2..]
-        }
-        _ => text,
-    };
-    xml::parse(body).ok()
-}
-
-/// The pseudo-attributes of an XML declaration (the text between `<?xml` and `?>`).
-fn valid_declaration(decl: &str) -> bool {
-    let mut rest = decl;
-    let mut seen = Vec::new();
-    loop {
-        let trimmed = rest.trim_start_matches([' ', '\t', '\n', '\r']);
-        if trimmed.is_empty() {
-            break;
-        }
-        if trimmed.len() == rest.len() {
-            return false;
-        }
-        let Some(eq) = trimmed.find('=') else {
-            return false;
-        };
-        let key = trimmed[..eq].trim_end_matches([' ', '\t', '\n', '\r']);
-        let value_part = trimmed[eq + 1..].trim_start_matches([' ', '\t', '\n', '\r']);
-        let Some(quote) = value_part
-            .chars()
-            .next()
-            .filter(|q| matches!(q, '"' | '\''))
-        else {
-            return false;
-        };
-        let Some(close) = value_part[1..].find(quote) else {
-            return false;
-        };
-        let value = &value_part[1..1 + close];
-        let ok = match key {
-            "version" => {
-                seen.is_empty()
-                    && value
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-'))
-            }
-            "encoding" => {
-                seen == ["version"]
-                    && value.starts_with(|c: char| c.is_ascii_alphabetic())
-                    && value
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
-            }
-            "standalone" => {
-                seen.first() == Some(&"version")
-                    && !seen.contains(&"standalone")
-                    && matches!(value, "yes" | "no")
-            }
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-        seen.push(key);
-        rest = &value_part[2 + close..];
-    }
-    seen.first() == Some(&"version")
+    xml::parse(text).ok()
 }
 
 /// `parse_log_gradlew_v1`: JUnit XML reports printed into the log. Over `log.split('\n')`, a
