@@ -14,6 +14,7 @@ use swerve_harness::execution::{DatasetSource, ImageTiming, Mode, build_images};
 use swerve_harness::run::{self, InstanceResult, OutcomeKind, Resume, RunConfig, RunProgress};
 use swerve_harness::{export, html};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
+use swerve_swebench::grading::VerdictRule;
 use swerve_swebench::predictions::{self, Prediction};
 
 use crate::CacheArgs;
@@ -22,8 +23,8 @@ use crate::CacheArgs;
 #[derive(Args)]
 pub(crate) struct DatasetArgs {
     /// `swerve-mini` (bundled), a .json/.jsonl/.parquet file, a folder with `<split>.jsonl`, or
-    /// a SWE-bench dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal` or a Hugging
-    /// Face id) read from the local Hugging Face cache
+    /// a hub dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal`, `pro`,
+    /// `swe-rebench-v2` or a Hugging Face id) read from the local Hugging Face cache
     #[arg(
         short = 'd',
         long,
@@ -45,19 +46,32 @@ pub(crate) struct DatasetArgs {
     /// image built from its task folder's Dockerfile
     #[arg(long, value_name = "DIR")]
     task_repo: Option<PathBuf>,
+    /// A checkout of SWE-bench Pro (`run_scripts/`, `dockerfiles/`): the run script, parser
+    /// and Dockerfile ENV lines its rows are evaluated with
+    #[arg(long, value_name = "DIR")]
+    pro_scripts: Option<PathBuf>,
 }
 
 impl DatasetArgs {
     fn resolve(&self) -> anyhow::Result<DatasetSource> {
-        if let Some(dir) = &self.task_repo {
-            return Ok(DatasetSource::resolve_task_repo(
-                dir,
-                &self.split,
-                &self.instance_ids,
-            )?);
+        let mut source = match &self.task_repo {
+            Some(dir) => DatasetSource::resolve_task_repo(dir, &self.split, &self.instance_ids)?,
+            None => {
+                let mut source =
+                    DatasetSource::resolve(&self.dataset, &self.split, self.repos.as_deref())?;
+                source.filter(&self.instance_ids)?;
+                source
+            }
+        };
+        if let Some(dir) = &self.pro_scripts {
+            if !dir.join("run_scripts").is_dir() {
+                bail!(
+                    "--pro-scripts {}: no run_scripts/ folder there (a checkout of SWE-bench Pro has run_scripts/<instance_id>/ and dockerfiles/)",
+                    dir.display()
+                );
+            }
+            source.pro_scripts = Some(std::path::absolute(dir)?);
         }
-        let mut source = DatasetSource::resolve(&self.dataset, &self.split, self.repos.as_deref())?;
-        source.filter(&self.instance_ids)?;
         Ok(source)
     }
 }
@@ -142,6 +156,28 @@ pub(crate) struct RunFiles {
     /// An evaluator plugin (.wasm) to parse logs (default: bundled swebench-parsers).
     #[arg(long, value_name = "PATH")]
     log_parser: Option<PathBuf>,
+    /// How rows of SWE-rebench V2 and SWE-bench Pro are resolved: exact-set (the passing tests
+    /// are exactly FAIL_TO_PASS + PASS_TO_PASS, SWE-rebench V2's rule) or subset (every listed
+    /// test passes, SWE-bench Pro's); default each one's own, named in every such report.
+    /// SWE-bench rows keep SWE-bench's rule
+    #[arg(long, value_enum)]
+    verdict: Option<VerdictArg>,
+}
+
+/// `--verdict`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum VerdictArg {
+    ExactSet,
+    Subset,
+}
+
+impl VerdictArg {
+    fn rule(self) -> VerdictRule {
+        match self {
+            VerdictArg::ExactSet => VerdictRule::ExactSet,
+            VerdictArg::Subset => VerdictRule::Subset,
+        }
+    }
 }
 
 /// `harness report`.
@@ -221,8 +257,8 @@ pub(crate) enum DatasetCommand {
 #[derive(Args)]
 pub(crate) struct DatasetExportArgs {
     /// `swerve-mini` (bundled), a .json/.jsonl/.parquet file, a folder with `<split>.jsonl`, or
-    /// a SWE-bench dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal` or a Hugging
-    /// Face id) read from the local Hugging Face cache
+    /// a hub dataset (`verified`, `lite`, `full`, `multilingual`, `multimodal`, `pro`,
+    /// `swe-rebench-v2` or a Hugging Face id) read from the local Hugging Face cache
     dataset: String,
     /// Split (picks `<split>.jsonl` in a dataset folder).
     #[arg(short = 's', long, default_value = "test")]
@@ -338,6 +374,7 @@ pub(crate) fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
             ResumeArg::Id => Resume::Id,
         },
         limits,
+        verdict: args.files.verdict.map(VerdictArg::rule),
     };
     let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
     let progress = Bar {
@@ -400,6 +437,7 @@ pub(crate) fn report(args: ReportArgs) -> anyhow::Result<Exit> {
         mode: Mode::Hardened,
         resume: Resume::Content,
         limits: Limits::default(),
+        verdict: args.files.verdict.map(VerdictArg::rule),
     };
     let plugin = evaluator(args.files.log_parser.as_ref(), &args.cache)?;
     let (results, file) = run::rewrite_reports(&config, &plugin)?;

@@ -347,8 +347,8 @@ pub(crate) fn recipe(
     bases: &BaseImages,
 ) -> Result<ImageRecipe, ImagesError> {
     let Some(env) = envs.get(row) else {
-        return match &row.image {
-            Some(image) => Ok(ImageRecipe::Prebuilt(image.clone())),
+        return match row.prebuilt_image() {
+            Some(image) => Ok(ImageRecipe::Prebuilt(image)),
             None => Err(ImagesError::NoSpec {
                 instance_id: row.instance_id.clone(),
                 repo: row.repo.clone(),

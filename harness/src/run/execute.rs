@@ -160,6 +160,10 @@ struct Prepared {
     log_parser: String,
     /// What making the images took, base images included (the first preparation only).
     images: Vec<images::ImageTiming>,
+    /// Lines for the instance log (the image's history check).
+    notes: Vec<String>,
+    /// How a row of another benchmark's format runs.
+    foreign: Option<super::foreign::ForeignPlan>,
 }
 
 /// Why a row's image or eval script could not be made.
@@ -484,6 +488,34 @@ impl ExecutorState {
                 .map(|t| t.info.clone())
                 .ok_or_else(|| PrepareFailure::Infra("no image was made".to_owned()))?;
             made.extend(timings);
+            let plan = super::foreign::plan(
+                row,
+                self.config.mode,
+                None,
+                self.source.pro_scripts.as_deref(),
+            )
+            .map_err(|e| infra(&e))?;
+            if let Some(plan) = plan {
+                let (image, image_id, note) = super::foreign::secure_image(
+                    &self.sandbox,
+                    row,
+                    self.config.mode,
+                    recipe.image_name(),
+                    info.id,
+                )
+                .await
+                .map_err(|e| infra(&e))?;
+                return Ok(Prepared {
+                    image,
+                    image_id,
+                    eval_script: plan.script_text(),
+                    test_command: plan.test_command(),
+                    log_parser: String::new(),
+                    images: made,
+                    notes: note.into_iter().collect(),
+                    foreign: Some(plan),
+                });
+            }
             let (eval_script, test_command) = eval_script_for(&self.source, row, self.config.mode)
                 .ok_or_else(|| {
                     PrepareFailure::Infra(
@@ -498,6 +530,8 @@ impl ExecutorState {
                 test_command,
                 log_parser,
                 images: made,
+                notes: Vec::new(),
+                foreign: None,
             })
         })
         .await
@@ -541,6 +575,8 @@ impl ExecutorState {
             log_parser: prepared.log_parser,
             test_command: prepared.test_command,
             cache_key: key,
+            notes: prepared.notes,
+            foreign: prepared.foreign,
         };
         let result = run_instance(&ctx, &job).await;
         read_back(&job, result)

@@ -94,6 +94,10 @@ pub(crate) struct Job {
     pub test_command: String,
     /// The cache key.
     pub cache_key: String,
+    /// Lines for the instance's log from preparing it (the image's history check).
+    pub notes: Vec<String>,
+    /// How a row of another benchmark's format runs (`None`: SWE-bench's way).
+    pub foreign: Option<super::foreign::ForeignPlan>,
 }
 
 /// What an evaluation produced.
@@ -115,18 +119,18 @@ pub struct InstanceResult {
 }
 
 /// Everything recorded while evaluating, turned into `swerve.json` at the end.
-struct Record {
-    outcome: OutcomeKind,
-    error: Option<String>,
+pub(super) struct Record {
+    pub(super) outcome: OutcomeKind,
+    pub(super) error: Option<String>,
     hardened: Option<HardenedRegion>,
     undone: Option<Undone>,
     tamper: Vec<String>,
-    tests: Duration,
-    grading: Option<Box<Grading>>,
+    pub(super) tests: Duration,
+    pub(super) grading: Option<Box<Grading>>,
 }
 
 impl Record {
-    fn new(outcome: OutcomeKind) -> Record {
+    pub(super) fn new(outcome: OutcomeKind) -> Record {
         Record {
             outcome,
             error: None,
@@ -149,7 +153,7 @@ impl Record {
 /// Why one instance's steps could not go on: an infrastructure failure, recorded as the
 /// instance's `infra_error` with its causes (never the model's outcome).
 #[derive(Debug, thiserror::Error)]
-enum InstanceError {
+pub(super) enum InstanceError {
     /// A file of the instance's log folder (the error names the file and the operation).
     #[error(transparent)]
     Files(#[from] std::io::Error),
@@ -181,8 +185,15 @@ pub(crate) async fn run_instance(ctx: &RunContext, job: &Job) -> InstanceResult 
             return finish(job, ctx, Record::infra(&e), started);
         }
     };
+    for note in &job.notes {
+        log.info(note);
+    }
     let log = Arc::new(log);
-    let record = match evaluate(ctx, job, &log).await {
+    let evaluated = match &job.foreign {
+        Some(plan) => super::foreign::evaluate(ctx, job, plan, &log).await,
+        None => evaluate(ctx, job, &log).await,
+    };
+    let record = match evaluated {
         Ok(record) => record,
         Err(e) => {
             let record = Record::infra(&e);
@@ -238,7 +249,10 @@ fn finish(job: &Job, ctx: &RunContext, record: Record, started: Instant) -> Inst
 
 /// Starts the container `sweb.eval.<id>.<run_id>`; a name conflict (another run with this
 /// id) retries with a `.<unix time>` suffix, as v5 does.
-async fn start_container(ctx: &RunContext, job: &Job) -> Result<Container, InstanceError> {
+pub(super) async fn start_container(
+    ctx: &RunContext,
+    job: &Job,
+) -> Result<Container, InstanceError> {
     let name = format!(
         "sweb.eval.{}.{}",
         job.row.instance_id.to_lowercase(),
@@ -488,12 +502,25 @@ async fn grade(
             return Ok(record);
         }
     };
+    write_report(job, log, &grading, &mut record)?;
+    record.grading = Some(Box::new(grading));
+    Ok(record)
+}
+
+/// Writes `report.json` for a graded instance and sets the record's outcome.
+pub(super) fn write_report(
+    job: &Job,
+    log: &InstanceLog,
+    grading: &Grading,
+    record: &mut Record,
+) -> Result<(), InstanceError> {
+    let id = &job.row.instance_id;
     if let Some(problem) = grading.problem() {
         log.info(&format!("Log not gradeable: {problem}"));
     }
     let resolved = grading.report.resolved;
     let report = render_instance_report(id, &grading.report);
-    record.outcome = OutcomeKind::of_grading(&grading);
+    record.outcome = OutcomeKind::of_grading(grading);
     // swerve.json is written after report.json by the caller; a crash in between leaves a
     // report without its key, which a content resume re-evaluates.
     write_atomic(&job.dir.join("report.json"), &report)?;
@@ -501,8 +528,7 @@ async fn grade(
         "report: {report}\nResult for {id}: resolved: {}",
         if resolved { "True" } else { "False" }
     ));
-    record.grading = Some(Box::new(grading));
-    Ok(record)
+    Ok(())
 }
 
 /// The steps in which the two modes differ, and what hardened mode carries between them.

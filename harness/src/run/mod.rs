@@ -19,6 +19,7 @@ pub(crate) mod error;
 pub(crate) mod eval_script;
 mod evaluate;
 pub(crate) mod execute;
+mod foreign;
 pub(crate) mod hardening;
 pub(crate) mod instance;
 mod instance_log;
@@ -78,6 +79,9 @@ pub struct RunConfig {
     pub resume: Resume,
     /// Container limits.
     pub limits: Limits,
+    /// The verdict rule for rows of other formats (`None`: each format's own; SWE-bench rows
+    /// always get SWE-bench's).
+    pub verdict: Option<swerve_swebench::grading::VerdictRule>,
 }
 
 /// Progress reports (the binary draws a bar).
@@ -458,6 +462,35 @@ async fn prepare_job(
             .expect("one image at least"),
         Err(e) => return Err(fail(image_error(&recipe, &e, &row.instance_id))),
     };
+    let patch = pred.model_patch.clone().unwrap_or_default();
+    let plan = foreign::plan(
+        row,
+        config.mode,
+        config.verdict,
+        config.source.pro_scripts.as_deref(),
+    )
+    .map_err(|e| fail(e.to_string()))?;
+    if let Some(plan) = plan {
+        let (image, image_id, note) =
+            foreign::secure_image(sandbox, row, config.mode, image, info.id)
+                .await
+                .map_err(|e| fail(format!("history check: {}", error_chain(&e))))?;
+        let eval_script = plan.script_text();
+        return Ok(Job {
+            cache_key: cache::cache_key(&image_id, &patch, &eval_script, config.mode.as_str()),
+            row: row.clone(),
+            patch,
+            eval_script,
+            assets: assets::Staging::default(),
+            image,
+            image_id,
+            dir,
+            log_parser: String::new(),
+            test_command: plan.test_command(),
+            notes: note.into_iter().collect(),
+            foreign: Some(plan),
+        });
+    }
     let Some((eval_script, test_command)) = eval_script_for(&config.source, row, config.mode)
     else {
         return Err(fail(
@@ -476,7 +509,6 @@ async fn prepare_job(
     )
     .map_err(|e| fail(e.to_string()))?;
     let eval_script = staging.inject(&eval_script);
-    let patch = pred.model_patch.clone().unwrap_or_default();
     let keyed_script = format!("{eval_script}{}", staging.digest());
     Ok(Job {
         cache_key: cache::cache_key(&info.id, &patch, &keyed_script, config.mode.as_str()),
@@ -489,6 +521,8 @@ async fn prepare_job(
         dir,
         log_parser: config.source.log_parser_for(row),
         test_command,
+        notes: Vec::new(),
+        foreign: None,
     })
 }
 

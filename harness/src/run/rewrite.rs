@@ -14,6 +14,28 @@ use swerve_swebench::report::{
     RunResults, render_instance_report, render_run_report, run_report_path,
 };
 
+/// Writes a re-graded instance's `report.json` and its outcome in `swerve.json`.
+fn write_regraded(
+    dir: &std::path::Path,
+    row: &swerve_swebench::Instance,
+    meta: Option<cache::InstanceMeta>,
+    graded: &swerve_swebench::grading::Grading,
+) -> Result<(), RunError> {
+    let path = dir.join("report.json");
+    swerve_cache::write_atomic(
+        &path,
+        render_instance_report(&row.instance_id, &graded.report),
+    )
+    .map_err(|source| RunError::Write { path, source })?;
+    if let Some(mut meta) = meta {
+        meta.outcome = OutcomeKind::of_grading(graded);
+        let path = dir.join(cache::META_FILE);
+        swerve_cache::write_atomic(&path, serde_json::to_string_pretty(&meta).expect("json"))
+            .map_err(|source| RunError::Write { path, source })?;
+    }
+    Ok(())
+}
+
 /// Re-grades every instance folder that has a `test_output.txt`; returns the run report and
 /// the file it was written to.
 pub fn rewrite_reports(
@@ -35,6 +57,31 @@ pub fn rewrite_reports(
             continue;
         };
         let meta = cache::read_meta(&dir);
+        let plan = super::foreign::plan(
+            row,
+            config.mode,
+            config.verdict,
+            config.source.pro_scripts.as_deref(),
+        );
+        let graded = match plan {
+            Ok(None) => None,
+            Ok(Some(plan)) => {
+                // Rows of other formats: re-graded from what their evaluation left.
+                let Some(graded) = super::foreign::regrade(evaluator, row, &plan, &dir) else {
+                    tracing::warn!(instance = %row.instance_id, "cannot re-grade; report left as it is");
+                    continue;
+                };
+                Some(graded)
+            }
+            Err(e) => {
+                tracing::warn!(instance = %row.instance_id, error = %e, "cannot re-grade; report left as it is");
+                continue;
+            }
+        };
+        if let Some(graded) = graded {
+            write_regraded(&dir, row, meta, &graded)?;
+            continue;
+        }
         let test_command = eval_script_for(&config.source, row, config.mode)
             .map(|(_, c)| c)
             .unwrap_or_default();
@@ -51,18 +98,7 @@ pub fn rewrite_reports(
             tracing::warn!(instance = %row.instance_id, "log parser failed; report left as it is");
             continue;
         };
-        let path = dir.join("report.json");
-        swerve_cache::write_atomic(
-            &path,
-            render_instance_report(&row.instance_id, &graded.report),
-        )
-        .map_err(|source| RunError::Write { path, source })?;
-        if let Some(mut meta) = meta {
-            meta.outcome = OutcomeKind::of_grading(&graded);
-            let path = dir.join(cache::META_FILE);
-            swerve_cache::write_atomic(&path, serde_json::to_string_pretty(&meta).expect("json"))
-                .map_err(|source| RunError::Write { path, source })?;
-        }
+        write_regraded(&dir, row, meta, &graded)?;
     }
     let results = make_report(config, &model_dir, None);
     let file = run_report_path(&config.report_dir, &model, &config.run_id);

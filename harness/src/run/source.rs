@@ -33,6 +33,9 @@ pub struct DatasetSource {
     pub task_dirs: BTreeMap<String, PathBuf>,
     /// The task repository the rows come from (`run.json`'s `task_repo`).
     pub task_repo: Option<PathBuf>,
+    /// A checkout of SWE-bench Pro whose `run_scripts/<id>/` and `dockerfiles/` its rows run
+    /// with (`--pro-scripts`).
+    pub pro_scripts: Option<PathBuf>,
 }
 
 /// Why a dataset could not be resolved.
@@ -88,6 +91,7 @@ impl DatasetSource {
             repos_dir: repos_override.map_or_else(|| dir.join("repos"), Path::to_owned),
             task_dirs: BTreeMap::new(),
             task_repo: None,
+            pro_scripts: None,
         })
     }
 
@@ -117,6 +121,7 @@ impl DatasetSource {
             repos_dir: dir.join("repos"),
             task_dirs,
             task_repo: Some(dir.to_owned()),
+            pro_scripts: None,
         })
     }
 

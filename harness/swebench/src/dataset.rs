@@ -150,6 +150,9 @@ pub struct InstallConfig {
     pub base_image_name: Option<String>,
 }
 
+/// Where SWE-bench Pro's images live: `<repository>:<dockerhub_tag>`.
+pub const PRO_IMAGE_REPOSITORY: &str = "jefzda/sweap-images";
+
 /// Which benchmark's evaluation a row follows; decided by the fields it has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskFormat {
@@ -251,6 +254,18 @@ impl Instance {
         } else {
             TaskFormat::SweBench
         }
+    }
+
+    /// The prebuilt image the row names: its `image` (SWE-rebench V2's `image_name`), else for a
+    /// SWE-bench Pro row `jefzda/sweap-images:<dockerhub_tag>`.
+    pub fn prebuilt_image(&self) -> Option<String> {
+        self.image.clone().or_else(|| match self.format() {
+            TaskFormat::Pro => self
+                .dockerhub_tag
+                .as_ref()
+                .map(|tag| format!("{PRO_IMAGE_REPOSITORY}:{tag}")),
+            TaskFormat::SweBench | TaskFormat::Rebench => None,
+        })
     }
 
     /// Whether the row can be evaluated: a training task may lack its repository, a row to run
@@ -530,6 +545,7 @@ mod tests {
             "dockerhub_tag":"o.r-1f"}"#;
         let row = Instance::from_json(text).expect("a SWE-bench Pro row");
         assert_eq!(row.format(), TaskFormat::Pro);
+        assert_eq!(row.prebuilt_image().as_deref(), Some("jefzda/sweap-images:o.r-1f"));
         assert_eq!(
             row.fail_to_pass,
             ["test/a.js | it works", "test/a.js | it's fine"]

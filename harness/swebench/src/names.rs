@@ -7,7 +7,8 @@
 //!
 //! SWE-bench's names stand for Hugging Face datasets, as SWE-bench 5.0.2 takes them: the short
 //! names of its CLI and of `load_swebench_dataset` ([`HUB_ALIASES`]: `verified`, `lite`, `full`,
-//! `multilingual`, `multimodal`, `swe-bench`, …, in any case) and hub ids `owner/name`
+//! `multilingual`, `multimodal`, `swe-bench`, …, in any case; and swerve's names of other
+//! benchmarks, [`OTHER_HUB_ALIASES`]: `pro` for SWE-bench Pro, `swe-rebench-v2`) and hub ids `owner/name`
 //! (`SWE-bench/SWE-bench_Verified`, `princeton-nlp/SWE-bench_Lite`). Hub datasets cannot be
 //! fetched (no network): swerve reads the split's parquet files from the local Hugging Face hub
 //! cache ([`hub_cache`]), where `hf download <id> --repo-type dataset` puts them, and when the
@@ -87,6 +88,16 @@ pub const HUB_ALIASES: [(&str, &str); 12] = [
     ("lite", "SWE-bench/SWE-bench_Lite"),
 ];
 
+/// swerve's short names of the other benchmarks' hub datasets whose rows it evaluates
+/// ([`crate::dataset::TaskFormat`]), looked up like [`HUB_ALIASES`].
+pub const OTHER_HUB_ALIASES: [(&str, &str); 5] = [
+    ("pro", "ScaleAI/SWE-bench_Pro"),
+    ("swe-bench-pro", "ScaleAI/SWE-bench_Pro"),
+    ("swe-bench_pro", "ScaleAI/SWE-bench_Pro"),
+    ("rebench-v2", "nebius/SWE-rebench-V2"),
+    ("swe-rebench-v2", "nebius/SWE-rebench-V2"),
+];
+
 /// The files that hold one split's rows, read in this order: one file, or the shards of a
 /// Hugging Face dataset's split. Never empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,11 +164,12 @@ fn resolve(path: &Path, split: &str, cache: &Path) -> Result<RowsFiles, NameErro
     }
 }
 
-/// The hub id a SWE-bench short name stands for ([`HUB_ALIASES`]).
+/// The hub id a short name stands for ([`HUB_ALIASES`], then [`OTHER_HUB_ALIASES`]).
 fn hub_alias(name: &str) -> Option<&'static str> {
     let name = name.trim().to_lowercase();
     HUB_ALIASES
         .iter()
+        .chain(&OTHER_HUB_ALIASES)
         .find(|(alias, _)| *alias == name)
         .map(|(_, id)| *id)
 }
@@ -518,6 +530,15 @@ mod tests {
 
         // A folder `hf download --local-dir` wrote reads the same.
         assert_eq!(rows_files(&snapshot, "test").unwrap().files(), shards);
+
+        // `pro` is SWE-bench Pro's hub dataset, read from the same cache.
+        cache_dataset(
+            cache.path(),
+            "ScaleAI/SWE-bench_Pro",
+            &[("data/test-00000-of-00001.parquet", &["instance_o__r-1"])],
+        );
+        let pro = resolve(Path::new("pro"), "test", cache.path()).unwrap();
+        assert_eq!(ids(&pro), ["instance_o__r-1"]);
     }
 
     #[test]
@@ -539,6 +560,11 @@ mod tests {
             not_cached("SWE-bench/SWE-bench_Lite")
         );
         assert_eq!(message("FULL", "test"), not_cached("SWE-bench/SWE-bench"));
+        assert_eq!(message("pro", "test"), not_cached("ScaleAI/SWE-bench_Pro"));
+        assert_eq!(
+            message("SWE-rebench-V2", "train"),
+            not_cached("nebius/SWE-rebench-V2")
+        );
         assert_eq!(
             message("princeton-nlp/SWE-bench_Lite", "test"),
             not_cached("princeton-nlp/SWE-bench_Lite")

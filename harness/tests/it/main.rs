@@ -5,6 +5,7 @@ mod cli;
 mod cli_reward;
 mod dataset_parquet;
 mod execute_docker;
+mod foreign_rows;
 mod grade_fixtures;
 mod grade_languages;
 mod install_escapes;
