@@ -215,6 +215,7 @@ fn bm25_and_oracle_contexts_from_mirrors_then_harness_run() {
         mode: swerve_harness::execution::Mode::Hardened,
         resume: swerve_harness::run::Resume::Content,
         limits: Default::default(),
+        verdict: None,
         source,
     };
     struct Quiet;

@@ -103,6 +103,7 @@ impl Stages<'_> {
             repos_dir: self.config.repos.clone(),
             task_dirs: Default::default(),
             task_repo: None,
+            pro_scripts: None,
         };
         let execute = ExecuteConfig {
             run_id: format!("{}-{name}", self.run_prefix()),

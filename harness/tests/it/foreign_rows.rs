@@ -309,6 +309,40 @@ fn swe_rebench_v2_rows_run_as_their_evaluation_runs_them_with_either_verdict() {
         json!(["TestAdd"])
     );
     assert_eq!(eight["verdict_rule"], "subset");
+
+    // Single executions (execution rewards, `curate validate`) run the same way.
+    let source = DatasetSource::resolve(&rows_arg, "test", None).expect("rows");
+    let host = Host::new(HostConfig::default()).expect("host");
+    let evaluator = host
+        .load_evaluator(
+            &swerve_host::bundled::require("swebench-parsers").expect("bundled"),
+            &BudgetOverrides::default(),
+        )
+        .expect("evaluator");
+    let executor = PatchExecutor::new(
+        source,
+        evaluator,
+        ExecuteConfig {
+            run_id: format!("t-rebench-execute-{}", std::process::id()),
+            work_dir: dir.path().join("executions"),
+            workers: 1,
+            ..ExecuteConfig::default()
+        },
+    )
+    .expect("docker");
+    let gold_run = executor.execute("demo__calc-7", &gold);
+    assert!(gold_run.resolved(), "{gold_run:?}");
+    let ExecutionOutcome::Graded(useless_run) = executor.execute("demo__calc-7", useless) else {
+        panic!("a patch that applies is graded");
+    };
+    assert!(!useless_run.resolved);
+    let passed: Vec<(&str, bool)> = useless_run
+        .fail_to_pass
+        .iter()
+        .chain(&useless_run.pass_to_pass)
+        .map(|t| (t.name.as_str(), t.passed))
+        .collect();
+    assert_eq!(passed, [("TestAdd", false), ("TestSub", true)]);
 }
 
 const CALC_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n";

@@ -65,6 +65,7 @@ fn harness_run(rows: &Path, dir: &Path, run_id: &str, patch: impl Fn(&str) -> St
         mode: Mode::Hardened,
         resume: Resume::Content,
         limits: Default::default(),
+        verdict: None,
     };
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let summary = runtime
