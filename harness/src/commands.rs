@@ -12,7 +12,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use swerve_cli::{Exit, Verbosity};
 use swerve_harness::execution::{DatasetSource, ImageTiming, Mode, build_images};
 use swerve_harness::run::{self, InstanceResult, OutcomeKind, Resume, RunConfig, RunProgress};
-use swerve_harness::{export, html};
+use swerve_harness::{export, harbor, html};
 use swerve_sandbox::{Limits, Network, Sandbox, SandboxConfig};
 use swerve_swebench::grading::VerdictRule;
 use swerve_swebench::predictions::{self, Prediction};
@@ -271,15 +271,20 @@ pub(crate) struct DatasetExportArgs {
         short = 'o',
         long,
         value_name = "FILE.jsonl",
-        required_unless_present = "task_repo",
-        conflicts_with = "task_repo"
+        required_unless_present_any = ["task_repo", "harbor"],
+        conflicts_with_all = ["task_repo", "harbor"]
     )]
     output: Option<PathBuf>,
     /// Write a SWE-bench 5 task repository in this folder instead (what `swebench dataset
     /// check` and `swebench eval --task-repo` read): each task's Dockerfile starts from the
     /// image `harness images build` makes for its row, so build those first
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "harbor")]
     task_repo: Option<PathBuf>,
+    /// Write Harbor task folders in this folder instead (what SkyRL and TRL read), one per row:
+    /// instruction, task.toml, environment/Dockerfile from the image `harness images build`
+    /// makes, solution/solve.sh with the gold patch, tests/test.sh that grades as swerve grades
+    #[arg(long, value_name = "DIR")]
+    harbor: Option<PathBuf>,
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -517,10 +522,11 @@ fn print_timing(t: &ImageTiming) {
 pub(crate) fn dataset_export(args: DatasetExportArgs) -> anyhow::Result<Exit> {
     let mut source = DatasetSource::resolve(&args.dataset, &args.split, None)?;
     source.filter(&args.instance_ids)?;
-    let (summary, written) = match (&args.output, &args.task_repo) {
-        (_, Some(dir)) => (export::export_task_repo(&source, dir)?, dir),
-        (Some(file), None) => (export::export(&source, file)?, file),
-        (None, None) => bail!("give --output FILE.jsonl or --task-repo DIR"),
+    let (summary, written) = match (&args.output, &args.task_repo, &args.harbor) {
+        (_, _, Some(dir)) => (harbor::export_harbor(&source, dir)?, dir),
+        (_, Some(dir), None) => (export::export_task_repo(&source, dir)?, dir),
+        (Some(file), None, None) => (export::export(&source, file)?, file),
+        (None, None, None) => bail!("give --output FILE.jsonl, --task-repo DIR or --harbor DIR"),
     };
     eprintln!(
         "Wrote {} rows to {} ({} v5 fields filled in from environment specs)",

@@ -46,6 +46,14 @@ const SWE_BENCH_FIELDS: [&str; 18] = [
 /// Why a dataset could not be exported.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
+    /// A row that cannot become a Harbor task (the problem says why).
+    #[error("row `{instance_id}` {problem}")]
+    Harbor {
+        /// The row.
+        instance_id: String,
+        /// What it is or lacks.
+        problem: String,
+    },
     /// The task repository could not be written.
     #[error("cannot write the task repository {}", path.display())]
     TaskRepo {

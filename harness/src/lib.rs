@@ -11,8 +11,8 @@
 //! - [`run`]: `harness run` over a whole dataset and its report, for the binary and end-to-end
 //!   tests.
 //! - One module per remaining command of the `harness` binary: [`scoring`] (`harness reward`),
-//!   [`scaffold`] (`harness plugin new`), [`export`] (`harness dataset export`), [`html`] (a
-//!   run's HTML page), with [`HarnessError`].
+//!   [`scaffold`] (`harness plugin new`), [`export`] (`harness dataset export`), [`harbor`]
+//!   (its Harbor task folders), [`html`] (a run's HTML page), with [`HarnessError`].
 //!
 //! The `harness` binary is a thin layer over this crate. Not here: the SWE-bench data model
 //! (rows, predictions, grading, report files: `swerve-swebench`), running plugins
@@ -21,6 +21,7 @@
 mod error;
 pub mod execution;
 pub mod export;
+pub mod harbor;
 pub mod html;
 mod images;
 pub mod run;

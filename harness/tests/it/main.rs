@@ -8,6 +8,7 @@ mod execute_docker;
 mod foreign_rows;
 mod grade_fixtures;
 mod grade_languages;
+mod harbor;
 mod install_escapes;
 mod relocatable;
 mod run_docker;
