@@ -55,8 +55,21 @@ pub fn slurm_up(what: &str) -> bool {
 /// when missing by `scripts/swebench-venv.sh` (which the interop script and CI use too): the
 /// environment's folder, or `None` when it cannot be made here (`what` is [`skip`]ped).
 pub fn swebench_venv(what: &str) -> Option<PathBuf> {
-    let made = std::process::Command::new(repo_root().join("scripts/swebench-venv.sh"))
-        .arg(repo_root().join("target/swebench-venv"))
+    venv("swebench-venv", "swebench==5.0.2", what)
+}
+
+/// Harbor 0.26.0 from PyPI in a virtual environment of its own, `target/harbor-venv`, made when
+/// missing by `scripts/harbor-venv.sh` (which CI runs too), with the `docker compose` v2
+/// plugin it needs in its `docker-config` folder (name it with `DOCKER_CONFIG`): the
+/// environment's folder, or `None` when it cannot be made here (`what` is [`skip`]ped).
+pub fn harbor_venv(what: &str) -> Option<PathBuf> {
+    venv("harbor-venv", "harbor==0.26.0", what)
+}
+
+/// `scripts/<name>.sh target/<name>`: the folder it prints, or `None` (`what` skipped).
+fn venv(name: &str, package: &str, what: &str) -> Option<PathBuf> {
+    let made = std::process::Command::new(repo_root().join(format!("scripts/{name}.sh")))
+        .arg(repo_root().join("target").join(name))
         .output();
     match made {
         Ok(out) if out.status.success() => Some(PathBuf::from(
@@ -66,14 +79,14 @@ pub fn swebench_venv(what: &str) -> Option<PathBuf> {
             skip(
                 what,
                 &format!(
-                    "cannot install swebench==5.0.2 from PyPI into target/swebench-venv: {}",
+                    "cannot install {package} from PyPI into target/{name}: {}",
                     String::from_utf8_lossy(&out.stderr).trim()
                 ),
             );
             None
         }
         Err(e) => {
-            skip(what, &format!("cannot run scripts/swebench-venv.sh: {e}"));
+            skip(what, &format!("cannot run scripts/{name}.sh: {e}"));
             None
         }
     }

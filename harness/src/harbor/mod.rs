@@ -76,7 +76,8 @@ struct Timeout {
 struct Environment {
     build_timeout_sec: f64,
     workdir: &'static str,
-    allow_internet: bool,
+    /// `no-network`: neither the agent nor the verifier reaches a network.
+    network_mode: &'static str,
 }
 
 /// `tests/config.json`: what `grade.py` grades against.
@@ -163,7 +164,7 @@ pub fn export_harbor(source: &DatasetSource, dir: &Path) -> Result<ExportSummary
             environment: Environment {
                 build_timeout_sec: 600.0,
                 workdir: "/testbed",
-                allow_internet: false,
+                network_mode: "no-network",
             },
         };
         let files: [(&str, String, bool); 8] = [

@@ -545,7 +545,10 @@ mod tests {
             "dockerhub_tag":"o.r-1f"}"#;
         let row = Instance::from_json(text).expect("a SWE-bench Pro row");
         assert_eq!(row.format(), TaskFormat::Pro);
-        assert_eq!(row.prebuilt_image().as_deref(), Some("jefzda/sweap-images:o.r-1f"));
+        assert_eq!(
+            row.prebuilt_image().as_deref(),
+            Some("jefzda/sweap-images:o.r-1f")
+        );
         assert_eq!(
             row.fail_to_pass,
             ["test/a.js | it works", "test/a.js | it's fine"]

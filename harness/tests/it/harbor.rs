@@ -300,7 +300,7 @@ fn an_export_writes_harbor_task_folders_and_refuses_what_it_cannot_grade() {
     assert!(
         toml.contains("schema_version = \"1.4\"")
             && toml.contains(&format!("instance_id = \"{id}\""))
-            && toml.contains("allow_internet = false")
+            && toml.contains("network_mode = \"no-network\"")
             && toml.contains("[verifier]\ntimeout_sec = 1800.0"),
         "{toml}"
     );
@@ -407,6 +407,58 @@ fn verify(image: &str, task: &Path, oracle: bool) -> String {
     reward.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
+/// Runs Harbor's own `harbor run` on `task` with `agent` (`oracle`: `solution/solve.sh`; `nop`:
+/// no change) and returns the trial's reward from its `result.json`.
+fn harbor_run(venv: &Path, dir: &Path, task: &Path, agent: &str) -> Value {
+    let jobs = dir.join("jobs");
+    let out = Command::new(venv.join("bin/harbor"))
+        .current_dir(dir)
+        .env("DOCKER_CONFIG", venv.join("docker-config"))
+        .env("HARBOR_TELEMETRY", "0")
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .args([
+            "run",
+            "-p",
+            &task.display().to_string(),
+            "-a",
+            agent,
+            "-e",
+            "docker",
+            "-o",
+        ])
+        .arg(&jobs)
+        .args([
+            "--job-name",
+            agent,
+            "-n",
+            "1",
+            "-y",
+            "--extra-docker-compose",
+        ])
+        .arg(dir.join("no-network.yaml"))
+        .output()
+        .expect("harbor runs");
+    let log = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "harbor run -a {agent}: {log}");
+    let trials: Vec<PathBuf> = std::fs::read_dir(jobs.join(agent))
+        .expect("job folder")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("result.json").is_file())
+        .collect();
+    assert_eq!(trials.len(), 1, "{log}");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(trials[0].join("result.json")).expect("result.json"),
+    )
+    .expect("json");
+    let reward = result["verifier_result"]["rewards"]["reward"].clone();
+    assert!(reward.is_number(), "{result:#}\n{log}");
+    reward
+}
+
 #[test]
 fn an_exported_task_rewards_the_oracle_1_and_no_change_0() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -416,6 +468,7 @@ fn an_exported_task_rewards_the_oracle_1_and_no_change_0() {
         dir.path(),
         &["images", "build", "-d", "swerve-mini", "-i", id],
     );
+    let out_arg = out.display().to_string();
     harness(
         dir.path(),
         &[
@@ -425,7 +478,7 @@ fn an_exported_task_rewards_the_oracle_1_and_no_change_0() {
             "-i",
             id,
             "--harbor",
-            &out.display().to_string(),
+            &out_arg,
         ],
     );
     let task = out.join(id);
@@ -433,6 +486,29 @@ fn an_exported_task_rewards_the_oracle_1_and_no_change_0() {
         id,
         swerve_harness::execution::swebench_arch(),
     );
+    // The verifier as Harbor runs it, by hand.
     assert_eq!(verify(&image, &task, true), "1");
     assert_eq!(verify(&image, &task, false), "0");
+
+    // Harbor itself. Its Docker environment enforces `network_mode = "no-network"` with a probe
+    // and a sidecar image from Docker Hub, which this machine cannot reach: the key is taken out
+    // and the network removed by a compose override instead (the whole trial runs without it).
+    let Some(venv) = swerve_tests::harbor_venv("Harbor runs an exported task") else {
+        return;
+    };
+    let toml = std::fs::read_to_string(task.join("task.toml")).expect("task.toml");
+    let without: String = toml
+        .lines()
+        .filter(|line| !line.starts_with("network_mode"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_ne!(without, toml);
+    std::fs::write(task.join("task.toml"), without).expect("task.toml");
+    std::fs::write(
+        dir.path().join("no-network.yaml"),
+        "services:\n  main:\n    network_mode: none\n",
+    )
+    .expect("override");
+    assert_eq!(harbor_run(&venv, dir.path(), &task, "oracle"), json!(1.0));
+    assert_eq!(harbor_run(&venv, dir.path(), &task, "nop"), json!(0.0));
 }
