@@ -134,6 +134,12 @@ pub(crate) struct RunArgs {
     /// Do not write the run's HTML page (`<model>.<run_id>.html` beside the run report).
     #[arg(long)]
     no_html: bool,
+    /// Harbor task folders to evaluate instead of --dataset (one task folder, or a folder of
+    /// them): `-p gold` runs each task's solution/solve.sh, a predictions file's patches (by
+    /// task folder name) are applied with git apply; tests/test.sh's rewards are reported in
+    /// `<model>.<run_id>.harbor.json`
+    #[arg(long, value_name = "DIR", conflicts_with = "task_repo")]
+    harbor: Option<PathBuf>,
     /// Where the instances run (on Slurm the log folder must be shared).
     #[command(flatten)]
     placement: swerve_cli::PlacementArgs,
@@ -351,8 +357,6 @@ pub(crate) fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         bail!("--run-id must be non-empty");
     }
     args.placement.check_local()?;
-    let source = args.dataset.resolve()?;
-    let predictions = load_predictions(&args.predictions, &source)?;
     let limits = Limits {
         network: match args.network {
             NetworkArg::None => Network::None,
@@ -360,6 +364,11 @@ pub(crate) fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
         },
         ..Limits::default()
     };
+    if let Some(dir) = &args.harbor {
+        return run_harbor_tasks(&args, dir, limits, verbosity);
+    }
+    let source = args.dataset.resolve()?;
+    let predictions = load_predictions(&args.predictions, &source)?;
     let config = RunConfig {
         run_id: args.files.run_id.clone(),
         source,
@@ -422,6 +431,71 @@ pub(crate) fn run(args: RunArgs, verbosity: &Verbosity) -> anyhow::Result<Exit> 
             summary.unfinished.join(" ")
         );
         return Ok(Exit::Incomplete);
+    }
+    Ok(Exit::Success)
+}
+
+/// `harness run --harbor DIR`.
+fn run_harbor_tasks(
+    args: &RunArgs,
+    dir: &std::path::Path,
+    limits: Limits,
+    verbosity: &Verbosity,
+) -> anyhow::Result<Exit> {
+    if args.placement.on_slurm() {
+        bail!("--harbor runs here only (not with --executor slurm)");
+    }
+    let tasks = harbor::read_tasks(dir)?;
+    let predictions = match args.predictions.as_str() {
+        "gold" => None,
+        path => Some(predictions::read_predictions(&PathBuf::from(path))?),
+    };
+    let config = harbor::HarborRunConfig {
+        tasks,
+        tasks_dir: dir.to_owned(),
+        predictions,
+        run_id: args.files.run_id.clone(),
+        log_root: args.files.log_dir.clone(),
+        report_dir: args.files.report_dir.clone(),
+        max_workers: args.max_workers.get(),
+        limits,
+    };
+    let progress = swerve_cli::Progress::new("evaluation", "tasks", verbosity)?;
+    let total = match &config.predictions {
+        None => config.tasks.len(),
+        Some(predictions) => predictions.iter().filter(|p| !p.is_empty_patch()).count(),
+    };
+    progress.set_total(total as u64);
+    let done = |result: &harbor::HarborResult| {
+        progress.set_message(format!(
+            "{}: {}{}",
+            result.task,
+            match result.outcome.reward() {
+                Some(reward) => format!("reward {reward}"),
+                None => "no reward".to_owned(),
+            },
+            if result.reused { " (reused)" } else { "" }
+        ));
+        progress.inc(1);
+    };
+    let summary = runtime()?.block_on(harbor::run_harbor(&config, &done))?;
+    progress.clear();
+    let report = &summary.report;
+    println!("Total tasks: {}", report.total_tasks);
+    println!("Tasks with a reward: {}", report.rewarded_tasks);
+    match report.mean_reward {
+        Some(mean) => println!("Mean reward: {mean}"),
+        None => println!("Mean reward: none"),
+    }
+    println!("Tasks with reward 1: {}", report.full_reward_ids.len());
+    println!("Tasks without a reward: {}", report.error_ids.len());
+    println!("Report written to {}", summary.report_file.display());
+    for result in &summary.results {
+        if let harbor::HarborOutcome::InfraError { error }
+        | harbor::HarborOutcome::NoReward { problem: error } = &result.outcome
+        {
+            eprintln!("{}: {error}", result.task);
+        }
     }
     Ok(Exit::Success)
 }

@@ -24,6 +24,13 @@ use serde_json::{Map, Value};
 use swerve_log_parsers::Parser;
 use swerve_swebench::TaskFormat;
 
+mod run;
+
+pub use run::{
+    HarborError, HarborOutcome, HarborReport, HarborResult, HarborRunConfig, HarborSummary,
+    HarborTask, read_tasks, run_harbor,
+};
+
 use crate::export::{ExportError, ExportSummary, export_lines};
 use crate::run::eval_script::with_exit_code;
 use crate::run::source::DatasetSource;

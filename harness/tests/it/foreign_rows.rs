@@ -15,11 +15,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::harness;
+use crate::support::{base_image, harness};
 use serde_json::{Value, json};
 use swerve_harness::execution::{DatasetSource, ExecuteConfig, ExecutionOutcome, PatchExecutor};
 use swerve_host::{BudgetOverrides, Host, HostConfig};
-use swerve_sandbox::{BaseRecipe, Sandbox, SandboxConfig};
+use swerve_sandbox::{Sandbox, SandboxConfig};
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -91,21 +91,6 @@ fn build(name: &str, folder: &Path) {
             .await
             .expect("image");
     });
-}
-
-/// The base image the Docker tests share (Debian 12's, made with debootstrap).
-fn base_image() -> String {
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let sandbox = Sandbox::connect(SandboxConfig::default())
-            .await
-            .expect("Docker engine");
-        sandbox
-            .ensure_base_image(&BaseRecipe::default())
-            .await
-            .expect("base image")
-            .name
-    })
 }
 
 fn write_jsonl(path: &Path, rows: &[Value]) {

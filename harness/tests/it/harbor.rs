@@ -512,3 +512,162 @@ fn an_exported_task_rewards_the_oracle_1_and_no_change_0() {
     assert_eq!(harbor_run(&venv, dir.path(), &task, "oracle"), json!(1.0));
     assert_eq!(harbor_run(&venv, dir.path(), &task, "nop"), json!(0.0));
 }
+
+/// `harness run --harbor`: an exported task and a hand-written one (its image `FROM` the base,
+/// a `reward.json` with two rewards), with `gold` (each task's oracle), with patches (one that
+/// fixes nothing, one that does not apply), and again with the same run id (every result
+/// reused).
+#[test]
+fn harness_run_takes_harbor_tasks_and_reports_their_rewards() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let id = "swerve__inicfg-7";
+    let tasks = dir.path().join("tasks");
+    harness(
+        dir.path(),
+        &["images", "build", "-d", "swerve-mini", "-i", id],
+    );
+    let tasks_arg = tasks.display().to_string();
+    harness(
+        dir.path(),
+        &[
+            "dataset",
+            "export",
+            "swerve-mini",
+            "-i",
+            id,
+            "--harbor",
+            &tasks_arg,
+        ],
+    );
+    let answer = tasks.join("answer-42");
+    for (name, text) in [
+        ("instruction.md", "Write 42 to /app/answer.txt.\n".to_owned()),
+        (
+            "task.toml",
+            "schema_version = \"1.4\"\n\n[verifier]\ntimeout_sec = 60.0\nenv = { WANT = \"42\" }\n\n[environment]\nworkdir = \"/app\"\n".to_owned(),
+        ),
+        (
+            "environment/Dockerfile",
+            format!("FROM {}\nRUN mkdir -p /app && cd /app && git init -q\nWORKDIR /app\n", crate::support::base_image()),
+        ),
+        ("solution/solve.sh", "#!/bin/bash\necho 42 > /app/answer.txt\n".to_owned()),
+        (
+            "tests/test.sh",
+            "#!/bin/bash\nif [ \"$(cat /app/answer.txt 2>/dev/null)\" = \"$WANT\" ]; then r=1; else r=0; fi\n\
+             echo \"{\\\"reward\\\": $r, \\\"style\\\": 0.5}\" > /logs/verifier/reward.json\n"
+                .to_owned(),
+        ),
+    ] {
+        let path = answer.join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("folder");
+        std::fs::write(path, text).expect("write");
+    }
+    let run = |run_id: &str, predictions: &str| -> (Value, String) {
+        let out = harness(
+            dir.path(),
+            &[
+                "run",
+                "--harbor",
+                &tasks_arg,
+                "-p",
+                predictions,
+                "--run-id",
+                run_id,
+            ],
+        );
+        let model = if predictions == "gold" {
+            "gold"
+        } else {
+            "model"
+        };
+        let report =
+            std::fs::read_to_string(dir.path().join(format!("{model}.{run_id}.harbor.json")))
+                .expect("report");
+        (
+            serde_json::from_str(&report).expect("json"),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+
+    let (gold, stdout) = run("t-harbor-gold", "gold");
+    assert_eq!(
+        gold["rewards"],
+        json!({id: 1.0, "answer-42": 1.0}),
+        "{gold:#}"
+    );
+    assert_eq!(gold["mean_reward"], json!(1.0));
+    assert!(stdout.contains("Tasks with reward 1: 2"), "{stdout}");
+    let answer_dir = dir
+        .path()
+        .join("logs/run_evaluation/t-harbor-gold/gold/answer-42");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(answer_dir.join("result.json")).expect("result"),
+    )
+    .expect("json");
+    assert_eq!(result["rewards"], json!({"reward": 1.0, "style": 0.5}));
+
+    let predictions = dir.path().join("model.jsonl");
+    let comment = "diff --git a/answer.txt b/answer.txt\nnew file mode 100644\n--- /dev/null\n+++ b/answer.txt\n@@ -0,0 +1 @@\n+41\n";
+    std::fs::write(
+        &predictions,
+        [
+            json!({"instance_id": "answer-42", "model_name_or_path": "model", "model_patch": comment}),
+            json!({"instance_id": id, "model_name_or_path": "model", "model_patch": "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"}),
+        ]
+        .map(|v| v.to_string() + "\n")
+        .concat(),
+    )
+    .expect("predictions");
+    let predictions = predictions.display().to_string();
+    let (model, _) = run("t-harbor-model", &predictions);
+    assert_eq!(
+        model["rewards"],
+        json!({id: 0.0, "answer-42": 0.0}),
+        "{model:#}"
+    );
+    let instance = dir.path().join(format!(
+        "logs/run_evaluation/t-harbor-model/model/{id}/result.json"
+    ));
+    assert!(
+        std::fs::read_to_string(instance)
+            .expect("result")
+            .contains("\"not_applied\"")
+    );
+
+    // The same run again: nothing runs (no result is written again), the rewards are the same.
+    let written = |task: &str| {
+        std::fs::metadata(dir.path().join(format!(
+            "logs/run_evaluation/t-harbor-model/model/{task}/result.json"
+        )))
+        .and_then(|m| m.modified())
+        .expect("result.json")
+    };
+    let before = [written(id), written("answer-42")];
+    let (again, stdout) = run("t-harbor-model", &predictions);
+    assert_eq!([written(id), written("answer-42")], before);
+    assert_eq!(again["rewards"], model["rewards"]);
+    assert!(stdout.contains("Total tasks: 2"), "{stdout}");
+
+    // A predictions file naming a task the folder does not have is refused.
+    let stray = dir.path().join("stray.jsonl");
+    std::fs::write(
+        &stray,
+        json!({"instance_id": "nope", "model_patch": "x"}).to_string() + "\n",
+    )
+    .expect("stray");
+    let out = Command::new(crate::support::BIN)
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--harbor",
+            &tasks_arg,
+            "-p",
+            &stray.display().to_string(),
+            "--run-id",
+            "t-stray",
+        ])
+        .output()
+        .expect("harness");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("predictions for tasks that are not in"));
+}

@@ -22,3 +22,19 @@ pub(crate) fn harness(dir: &Path, args: &[&str]) -> Output {
     );
     out
 }
+
+/// The base image the Docker tests share: Debian 12's, the harness's base for a spec that names
+/// no Python (built once with debootstrap).
+pub(crate) fn base_image() -> String {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let sandbox = swerve_sandbox::Sandbox::connect(swerve_sandbox::SandboxConfig::default())
+            .await
+            .expect("Docker engine");
+        sandbox
+            .ensure_base_image(&swerve_sandbox::BaseRecipe::default())
+            .await
+            .expect("base image")
+            .name
+    })
+}

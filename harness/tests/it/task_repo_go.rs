@@ -15,9 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::harness;
+use crate::support::{base_image, harness};
 use serde_json::{Map, Value, json};
-use swerve_sandbox::{BaseRecipe, Sandbox, SandboxConfig};
 use swerve_swebench::task_repo;
 
 const ID: &str = "demo__calc-1";
@@ -50,22 +49,6 @@ const MAIN_FORGER: &str = "diff --git a/zz_main_test.go b/zz_main_test.go\nnew f
 /// The patch asset `TestGolden` reads (SWE-bench 5's `test_assets/`), restored by the eval
 /// script after the test patch.
 const GOLDEN: &[u8] = &[0x89, b'P', b'N', b'G', 0, 0xff, 5];
-
-/// The base image every Docker test shares: Debian 12's, the harness's base for a spec that names
-/// no Python (built once with debootstrap).
-fn base_image() -> String {
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let sandbox = Sandbox::connect(SandboxConfig::default())
-            .await
-            .expect("Docker engine");
-        sandbox
-            .ensure_base_image(&BaseRecipe::default())
-            .await
-            .expect("base image")
-            .name
-    })
-}
 
 fn write_task_repo(root: &Path) {
     let eval = format!(
