@@ -134,7 +134,8 @@ struct GradeArgs {
     /// The dataset row (one JSON object).
     #[arg(long, value_name = "ROW.json")]
     instance: PathBuf,
-    /// The instance's test_output.txt.
+    /// The instance's test_output.txt (for a SWE-bench Pro row, the output.json its parser.py
+    /// wrote); rows of SWE-rebench V2 and SWE-bench Pro are graded by their own rules.
     #[arg(long, value_name = "FILE")]
     log: PathBuf,
     /// The model patch; absent: taken as present and non-empty. A file holding `null` grades as

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use swerve_host::EvaluatorPlugin;
-use swerve_log_parsers::{REBENCH_PARSER_PREFIX, RebenchParser, Status, StatusMap};
+use swerve_log_parsers::{REBENCH_PARSER_PREFIX, RebenchParser, StatusMap};
 use swerve_sandbox::{Container, ContainerSpec, ExecRequest, Sandbox};
 use swerve_swebench::grading::{Grading, VerdictRule, grade_listed};
 use swerve_swebench::{Instance, TaskFormat};
@@ -510,7 +510,7 @@ pub(super) fn regrade(
         ForeignPlan::Pro { .. } => {
             fs_err::read_to_string(dir.join("test_output.txt")).ok()?;
             let bytes = fs_err::read(dir.join("output.json")).ok();
-            bytes.and_then(|bytes| parse_output_json(&bytes).ok())
+            bytes.and_then(|bytes| swerve_swebench::grading::pro_output_statuses(&bytes).ok())
         }
     };
     Some(grade(row, plan, statuses))
@@ -788,7 +788,7 @@ async fn parse_in_fresh_container(
 }
 
 fn pro_statuses(bytes: &[u8], log: &InstanceLog) -> Option<StatusMap> {
-    match parse_output_json(bytes) {
+    match swerve_swebench::grading::pro_output_statuses(bytes) {
         Ok(map) => Some(map),
         Err(problem) => {
             log.info(&format!(
@@ -797,31 +797,6 @@ fn pro_statuses(bytes: &[u8], log: &InstanceLog) -> Option<StatusMap> {
             None
         }
     }
-}
-
-/// `output.json` (`{"tests": [{"name", "status"}]}`) as a status map: a test that is `PASSED`
-/// in any entry is passed, as SWE-bench Pro collects the passed names into a set; any other
-/// status is kept where no entry passed.
-pub(crate) fn parse_output_json(bytes: &[u8]) -> Result<StatusMap, String> {
-    #[derive(serde::Deserialize)]
-    struct Output {
-        tests: Vec<Entry>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        name: String,
-        status: String,
-    }
-    let output: Output = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let mut map = StatusMap::new();
-    for entry in output.tests {
-        let passed = map.get(&entry.name).and_then(Status::known)
-            == Some(swerve_log_parsers::TestStatus::Passed);
-        if !passed {
-            map.insert(entry.name, Status::from_token(&entry.status));
-        }
-    }
-    Ok(map)
 }
 
 #[cfg(test)]
@@ -854,17 +829,5 @@ mod tests {
                 "exportX=1"
             ]
         );
-    }
-
-    #[test]
-    fn output_json_keeps_a_pass_once_seen() {
-        let map = parse_output_json(
-            br#"{"tests":[{"name":"a","status":"PASSED"},{"name":"a","status":"FAILED"},{"name":"b","status":"FAILED"},{"name":"b","status":"PASSED"},{"name":"c","status":"SKIPPED"}]}"#,
-        )
-        .expect("valid");
-        let got: Vec<(&str, &str)> = map.iter().map(|(n, s)| (n, s.as_str())).collect();
-        assert_eq!(got, [("a", "PASSED"), ("b", "PASSED"), ("c", "SKIPPED")]);
-        assert!(parse_output_json(b"{\"tests\": 3}").is_err());
-        assert!(parse_output_json(b"not json").is_err());
     }
 }

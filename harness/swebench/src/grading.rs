@@ -8,11 +8,11 @@
 //! score: it is reported beside it.
 
 use swerve_log_parsers::{
-    Evaluation, FailureTier, LogContext, LogProblem, LogText, ParsedRegion, Parser, Status,
-    StatusMap, TestStatus, classify_infra_failure, evaluate_log_with,
+    Evaluation, FailureTier, LogContext, LogProblem, LogText, ParsedRegion, Parser, RebenchParser,
+    Status, StatusMap, TestStatus, classify_infra_failure, evaluate_log_with, normalize_test_name,
 };
 
-use crate::dataset::{EvalType, Instance};
+use crate::dataset::{EvalType, Instance, TaskFormat};
 use crate::report::{InstanceReport, TestOutcomes, TestsStatus};
 
 /// The prediction's `model_patch`, as far as grading cares: SWE-bench only checks for null.
@@ -160,6 +160,59 @@ pub(crate) fn parser_for(instance: &Instance) -> Result<Parser, GradeError> {
 /// log is evaluated ([`evaluate_log_with`] the parser, which may raise as SWE-bench's does) and
 /// graded by [`grade_evaluation`].
 pub fn grade(instance: &Instance, log: &str, patch: PatchState) -> Result<Grading, GradeError> {
+    grade_as(instance, log, patch, None)
+}
+
+/// [`grade`] for a row of any format, `verdict` overriding the rule of a row of another
+/// benchmark: a SWE-rebench V2 row's log (its stdout then stderr) is read by its named parser,
+/// names normalised, and graded by the exact-set rule; a SWE-bench Pro row's "log" is the
+/// `output.json` its `parser.py` wrote ([`pro_output_statuses`]), graded by the subset rule.
+pub fn grade_as(
+    instance: &Instance,
+    log: &str,
+    patch: PatchState,
+    verdict: Option<VerdictRule>,
+) -> Result<Grading, GradeError> {
+    match instance.format() {
+        TaskFormat::SweBench => {}
+        TaskFormat::Rebench => {
+            let name = instance
+                .install_config
+                .as_ref()
+                .and_then(|config| config.log_parser.clone());
+            let parser = name
+                .as_deref()
+                .and_then(RebenchParser::from_name)
+                .ok_or_else(|| GradeError::NoParser {
+                    instance_id: instance.instance_id.clone(),
+                    log_parser: name.clone(),
+                    repo: instance.repo.clone(),
+                })?;
+            let text = LogText::new(log);
+            let map =
+                parser
+                    .try_parse(text.as_str())
+                    .map_err(|source| GradeError::ParserRaised {
+                        instance_id: instance.instance_id.clone(),
+                        parser: parser.name(),
+                        source,
+                    })?;
+            return Ok(grade_listed(
+                instance,
+                Some(map),
+                verdict.unwrap_or(VerdictRule::ExactSet),
+                &normalize_test_name,
+            ));
+        }
+        TaskFormat::Pro => {
+            return Ok(grade_listed(
+                instance,
+                pro_output_statuses(log.as_bytes()).ok(),
+                verdict.unwrap_or(VerdictRule::Subset),
+                &str::to_owned,
+            ));
+        }
+    }
     let text = LogText::new(log);
     if patch == PatchState::Null {
         return Ok(grade_evaluation(
@@ -450,6 +503,30 @@ pub fn grade_listed(
             },
         },
     }
+}
+
+/// SWE-bench Pro's `output.json` (`{"tests": [{"name", "status"}]}`) as a status map: a test
+/// that is `PASSED` in any entry is passed, as SWE-bench Pro collects the passed names into a
+/// set; any other status is kept where no entry passed. An error says why the text is not one.
+pub fn pro_output_statuses(bytes: &[u8]) -> Result<StatusMap, String> {
+    #[derive(serde::Deserialize)]
+    struct Output {
+        tests: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        name: String,
+        status: String,
+    }
+    let output: Output = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let mut map = StatusMap::new();
+    for entry in output.tests {
+        let passed = map.get(&entry.name).and_then(Status::known) == Some(TestStatus::Passed);
+        if !passed {
+            map.insert(entry.name, Status::from_token(&entry.status));
+        }
+    }
+    Ok(map)
 }
 
 /// The resolution status: with `f2p` and `p2p` the success ratios (1 when a category is
@@ -894,5 +971,54 @@ mod tests {
             &str::to_owned,
         );
         assert!(!exact.report.resolved);
+    }
+
+    #[test]
+    fn rows_of_other_benchmarks_are_graded_by_their_own_parsers_and_rules() {
+        let rebench = Instance::from_json(
+            r#"{"instance_id":"o__r-1","repo":"o/r","FAIL_TO_PASS":["TestAdd"],"PASS_TO_PASS":[],
+                "install_config":{"test_cmd":"go test -v ./...","log_parser":"parse_log_gotest"}}"#,
+        )
+        .expect("row");
+        let log = "=== RUN   TestAdd\n--- PASS: TestAdd (0.00s)\n=== RUN   TestSub\n--- PASS: TestSub (0.00s)\nPASS\n";
+        let exact = grade(&rebench, log, PatchState::Present).expect("graded");
+        assert!(
+            !exact.report.resolved,
+            "TestSub passes too: {:?}",
+            exact.report
+        );
+        assert_eq!(exact.report.verdict_rule.as_deref(), Some("exact-set"));
+        let subset = grade_as(
+            &rebench,
+            log,
+            PatchState::Present,
+            Some(VerdictRule::Subset),
+        )
+        .expect("graded");
+        assert!(subset.report.resolved);
+
+        let pro = Instance::from_json(
+            r#"{"instance_id":"p","repo":"o/r","fail_to_pass":"['a']","pass_to_pass":"['b']",
+                "selected_test_files_to_run":"['t.py']"}"#,
+        )
+        .expect("row");
+        let output = r#"{"tests":[{"name":"a","status":"PASSED"},{"name":"b","status":"PASSED"},{"name":"c","status":"FAILED"}]}"#;
+        let graded = grade(&pro, output, PatchState::Present).expect("graded");
+        assert!(graded.report.resolved);
+        assert_eq!(graded.report.verdict_rule.as_deref(), Some("subset"));
+        let broken = grade(&pro, "not json", PatchState::Present).expect("graded");
+        assert!(!broken.report.resolved && !broken.report.patch_successfully_applied);
+    }
+
+    #[test]
+    fn pro_output_keeps_a_pass_once_seen() {
+        let map = pro_output_statuses(
+            br#"{"tests":[{"name":"a","status":"PASSED"},{"name":"a","status":"FAILED"},{"name":"b","status":"FAILED"},{"name":"b","status":"PASSED"},{"name":"c","status":"SKIPPED"}]}"#,
+        )
+        .expect("valid");
+        let got: Vec<(&str, &str)> = map.iter().map(|(n, s)| (n, s.as_str())).collect();
+        assert_eq!(got, [("a", "PASSED"), ("b", "PASSED"), ("c", "SKIPPED")]);
+        assert!(pro_output_statuses(b"{\"tests\": 3}").is_err());
+        assert!(pro_output_statuses(b"not json").is_err());
     }
 }
