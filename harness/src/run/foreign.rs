@@ -231,10 +231,7 @@ fn rebench_plan(row: &Instance, verdict: Option<VerdictRule>) -> Result<ForeignP
 }
 
 fn read_pro_file(path: PathBuf) -> Result<String, ForeignError> {
-    fs_err::read_to_string(&path).map_err(|source| ForeignError::ProFile {
-        path,
-        source: std::io::Error::new(source.kind(), source),
-    })
+    fs_err::read_to_string(&path).map_err(|source| ForeignError::ProFile { path, source })
 }
 
 fn pro_plan(
