@@ -800,6 +800,48 @@ fn pro_statuses(bytes: &[u8], log: &InstanceLog) -> Option<StatusMap> {
 mod tests {
     use super::*;
 
+    fn row(json: &str) -> Instance {
+        Instance::from_json(json).expect("row")
+    }
+
+    #[test]
+    fn rows_that_cannot_run_say_what_they_lack() {
+        let message = |row: &Instance, scripts: Option<&Path>| {
+            plan(row, Mode::Hardened, None, scripts)
+                .expect_err("refused")
+                .to_string()
+        };
+        let unknown = row(
+            r#"{"instance_id":"a","repo":"o/r","install_config":{"test_cmd":"x","log_parser":"parse_log_nope"}}"#,
+        );
+        assert_eq!(
+            message(&unknown, None),
+            "row `a` names the SWE-rebench V2 log parser `parse_log_nope`, which does not exist"
+        );
+        let no_tests = row(
+            r#"{"instance_id":"a","repo":"o/r","install_config":{"log_parser":"parse_log_gotest"}}"#,
+        );
+        assert_eq!(
+            message(&no_tests, None),
+            "swe-rebench-v2 row `a` has no `install_config.test_cmd`"
+        );
+        let pro = row(
+            r#"{"instance_id":"p","repo":"o/r","base_commit":"b","selected_test_files_to_run":"['t.py']"}"#,
+        );
+        assert!(message(&pro, None).contains("pass --pro-scripts"));
+        let empty = tempfile::tempdir().expect("temp dir");
+        let missing = message(&pro, Some(empty.path()));
+        assert!(
+            missing.starts_with("cannot read ") && missing.contains("run_scripts/p/run_script.sh"),
+            "{missing}"
+        );
+        let swebench = row(r#"{"instance_id":"s","repo":"o/r"}"#);
+        assert_eq!(
+            plan(&swebench, Mode::Hardened, None, None).expect("plan"),
+            None
+        );
+    }
+
     #[test]
     fn binary_sections_are_stripped_as_swe_bench_pro_strips_them() {
         let text = "diff --git a/a.txt b/a.txt\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-x\n+y\n";
