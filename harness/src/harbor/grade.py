@@ -128,11 +128,106 @@ def parse_pytest_v2(log):
     return results
 
 
+DJANGO_VERSION_TEST = "--version is equivalent to version"
+DJANGO_PASS_SUFFIXES = (" ... ok", " ... OK", " ...  OK")
+DJANGO_SITES_MIGRATION = "Applying sites.0002_alter_domain_unique...test_no_migrations"
+DJANGO_INTERRUPTED_OK = [
+    re.compile(
+        r"^(.*?)\s\.\.\.\sTesting against Django installed in ((?s:.*?)) silenced\)\.\nok$",
+        re.MULTILINE,
+    ),
+    re.compile(r"^(.*?)\s\.\.\.\sInternal Server Error: /(.*)/\nok$", re.MULTILINE),
+    re.compile(
+        r"^(.*?)\s\.\.\.\sSystem check identified no issues \(0 silenced\)\nok$",
+        re.MULTILINE,
+    ),
+]
+
+
+def parse_django(log):
+    """Django's `runtests.py --verbosity 2`: `name ... ok|skipped|FAIL|ERROR` lines, `FAIL:` and
+    `ERROR:` headers, an `ok` alone after output that split a test's line, and the three
+    messages that print between a test's name and its `ok`."""
+    results = {}
+    previous = None
+    for raw in log.split("\n"):
+        line = raw.strip()
+        if DJANGO_VERSION_TEST in line:
+            results[DJANGO_VERSION_TEST] = "PASSED"
+        if " ... " in line:
+            previous = line.split(" ... ", 1)[0]
+        for suffix in DJANGO_PASS_SUFFIXES:
+            if line.endswith(suffix):
+                if line.startswith(DJANGO_SITES_MIGRATION):
+                    line = line.split("...", 1)[1].strip()
+                results[line.rsplit(suffix, 1)[0]] = "PASSED"
+                break
+        if " ... skipped" in line:
+            results[line.split(" ... skipped", 1)[0]] = "SKIPPED"
+        if line.endswith(" ... FAIL"):
+            results[line.split(" ... FAIL", 1)[0]] = "FAILED"
+        if line.startswith("FAIL:") and len(line.split()) > 1:
+            results[line.split()[1]] = "FAILED"
+        if line.endswith(" ... ERROR"):
+            results[line.split(" ... ERROR", 1)[0]] = "ERROR"
+        if line.startswith("ERROR:") and len(line.split()) > 1:
+            results[line.split()[1]] = "ERROR"
+        if line.startswith("ok") and previous is not None:
+            results[previous] = "PASSED"
+    for pattern in DJANGO_INTERRUPTED_OK:
+        for match in pattern.finditer(log):
+            results[match.group(1)] = "PASSED"
+    return results
+
+
+SYMPY_TRACEBACK = re.compile(r"(_*) (.*)\.py:(.*) (_*)")
+
+
+def parse_sympy(log):
+    """SymPy's `bin/test --verbose`: traceback headers `___ path.py:test ___` fail, then
+    `test_name ok|F|E` lines."""
+    results = {}
+    for match in SYMPY_TRACEBACK.finditer(log):
+        results["%s.py:%s" % (match.group(2), match.group(3))] = "FAILED"
+    for line in log.split("\n"):
+        line = line.strip()
+        if not line.startswith("test_"):
+            continue
+        name = line.split()[0]
+        if line.endswith(" E"):
+            results[name] = "ERROR"
+        if line.endswith(" F"):
+            results[name] = "FAILED"
+        if line.endswith(" ok"):
+            results[name] = "PASSED"
+    return results
+
+
+def parse_seaborn(log):
+    """pytest's summary `FAILED`/`PASSED name` lines and verbose `name PASSED [ n%]` lines."""
+    results = {}
+    for line in log.split("\n"):
+        tokens = line.split()
+        if len(tokens) < 2:
+            continue
+        if line.startswith("FAILED"):
+            results[tokens[1]] = "FAILED"
+        elif " PASSED " in line:
+            if tokens[1] == "PASSED":
+                results[tokens[0]] = "PASSED"
+        elif line.startswith("PASSED"):
+            results[tokens[1]] = "PASSED"
+    return results
+
+
 PARSERS = {
     "pytest": parse_pytest,
     "pytest_options": parse_pytest_options,
     "pytest_v2": parse_pytest_v2,
     "matplotlib": parse_matplotlib,
+    "django": parse_django,
+    "sympy": parse_sympy,
+    "seaborn": parse_seaborn,
 }
 
 

@@ -10,10 +10,11 @@
 //! patch applied, the tests between the markers, the exit-code line) into
 //! `/logs/verifier/test_output.txt`, then `grade.py` grades that log as swerve grades it and
 //! writes `1` or `0` to `/logs/verifier/reward.txt` (and the per-test outcomes to
-//! `report.json` beside it). `grade.py` is swerve's grading for the pytest family of log
-//! parsers (`parse_log_pytest`, `…_options`, `…_v2`, `…_matplotlib` and the repository names
-//! that stand for them) in Python's standard library, so that the verifier needs nothing but the
-//! image's `python3`; rows graded by another parser are refused, naming it. Its statuses and
+//! `report.json` beside it). `grade.py` is swerve's grading with the log parsers of SWE-bench's
+//! Python repositories (`parse_log_pytest`, `…_options`, `…_v2`, `…_matplotlib`,
+//! `…_django`, `…_sympy`, `…_seaborn` and the repository names that stand for them) in
+//! Python's standard library, so that the verifier needs nothing but the image's `python3`;
+//! rows graded by another parser (the other languages') are refused, naming it. Its statuses and
 //! verdicts are checked against the crate's own (`tests/it/harbor.rs`).
 
 use std::fmt::Write as _;
@@ -50,6 +51,9 @@ pub fn grader_family(log_parser: &str) -> Option<&'static str> {
         Parser::PytestOptions => Some("pytest_options"),
         Parser::PytestV2 => Some("pytest_v2"),
         Parser::Matplotlib => Some("matplotlib"),
+        Parser::Django => Some("django"),
+        Parser::Sympy => Some("sympy"),
+        Parser::Seaborn => Some("seaborn"),
         _ => None,
     }
 }
@@ -128,9 +132,10 @@ pub fn export_harbor(source: &DatasetSource, dir: &Path) -> Result<ExportSummary
             return Err(ExportError::Harbor {
                 instance_id: id,
                 problem: format!(
-                    "is graded by `{parser}`; the Harbor verifier grades the pytest family \
-                     (parse_log_pytest, parse_log_pytest_options, parse_log_pytest_v2, \
-                     parse_log_matplotlib and the repository names for them)"
+                    "is graded by `{parser}`; the Harbor verifier grades with the parsers of \
+                     SWE-bench's Python repositories (parse_log_pytest, parse_log_pytest_options, \
+                     parse_log_pytest_v2, parse_log_matplotlib, parse_log_django, \
+                     parse_log_sympy, parse_log_seaborn and the repository names for them)"
                 ),
             });
         };
