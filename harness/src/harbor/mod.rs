@@ -118,6 +118,13 @@ pub fn export_harbor(source: &DatasetSource, dir: &Path) -> Result<ExportSummary
             .iter()
             .find(|row| row.instance_id == id)
             .expect("an exported line comes from a row");
+        let folder_name = Path::new(&id).file_name().and_then(|name| name.to_str());
+        if folder_name != Some(id.as_str()) {
+            return Err(ExportError::Harbor {
+                instance_id: id,
+                problem: "has an instance id that cannot name a task folder".to_owned(),
+            });
+        }
         if row.format() != TaskFormat::SweBench {
             return Err(ExportError::Harbor {
                 instance_id: id,
@@ -282,4 +289,45 @@ fn write_file(path: &Path, contents: &str, executable: bool) -> Result<(), Expor
         fs_err::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(error)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(rows: &str) -> (tempfile::TempDir, DatasetSource) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("rows.jsonl");
+        fs_err::write(&file, rows).expect("rows");
+        let source =
+            DatasetSource::resolve(&file.display().to_string(), "test", None).expect("a dataset");
+        (dir, source)
+    }
+
+    #[test]
+    fn an_instance_id_that_is_not_a_folder_name_is_refused() {
+        for id in ["../escape", "a/b", "..", "."] {
+            let row = serde_json::json!({
+                "instance_id": id, "repo": "o/r", "patch": "p", "FAIL_TO_PASS": [], "PASS_TO_PASS": [],
+                "image": "i", "eval_script": "true", "log_parser": "parse_log_pytest",
+            });
+            let (dir, source) = source(&format!("{row}\n"));
+            let out = dir.path().join("out");
+            let error = export_harbor(&source, &out).expect_err(id).to_string();
+            assert!(error.contains("cannot name a task folder"), "{id}: {error}");
+            assert!(!out.exists() && !dir.path().join("escape").exists(), "{id}");
+        }
+    }
+
+    #[test]
+    fn the_solution_heredoc_never_ends_inside_the_patch() {
+        let patch =
+            "diff --git a/x b/x\n+SWERVE_GOLD_PATCH\n SWERVE_GOLD_PATCH\nSWERVE_GOLD_PATCH\n";
+        let script = solve_sh(patch);
+        assert!(script.contains("<<'SWERVE_GOLD_PATCH_'\n"), "{script}");
+        assert!(
+            script.ends_with("SWERVE_GOLD_PATCH\nSWERVE_GOLD_PATCH_\n"),
+            "{script}"
+        );
+    }
 }
