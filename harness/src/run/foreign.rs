@@ -18,10 +18,12 @@
 //!   verdict is the subset rule. The run scripts come from a checkout of SWE-bench Pro
 //!   (`--pro-scripts DIR`).
 //!
-//! Hardened runs (the default) change two things, each said in `run_instance.log`: a Pro row's
-//! tests come from its `test_patch` rather than from the fix commit (which a scrubbed image no
-//! longer holds), and `parser.py` reads the logs in a fresh container of the image, where
-//! nothing the patch ran can have changed it. `--mode compat` runs both evaluations exactly.
+//! Hardened runs (the default) change three things, each said in `run_instance.log`: a
+//! SWE-rebench V2 row's patch and test patch are applied in two steps with git hooks off, the
+//! test infrastructure the patch contributes undone between them (`hardening::Undone`); a Pro
+//! row's tests come from its `test_patch` rather than from the fix commit (which a scrubbed
+//! image no longer holds); and `parser.py` reads the logs in a fresh container of the image,
+//! where nothing the patch ran can have changed it. `--mode compat` runs both evaluations exactly.
 //! Before either runs, the image's repository is checked for history past the base commit and,
 //! where it has any, cut in a derived image ([`secure_image`]).
 
@@ -34,6 +36,7 @@ use swerve_sandbox::{Container, ContainerSpec, ExecRequest, Sandbox};
 use swerve_swebench::grading::{Grading, VerdictRule, grade_listed};
 use swerve_swebench::{Instance, TaskFormat};
 
+use super::hardening::{self, Undone};
 use super::instance::{InstanceError, Job, Mode, Record, RunContext};
 use super::instance_log::InstanceLog;
 use crate::run::cache::OutcomeKind;
@@ -86,6 +89,9 @@ pub(crate) enum ForeignPlan {
         workdir: String,
         /// Reset and both applies, under `set -e`.
         apply: String,
+        /// Hardened runs: git hooks off, and the test infrastructure the patch contributes
+        /// undone between the patch and the test patch.
+        hardened: bool,
         /// The `test_cmd` lines, under `set -e`.
         tests: String,
         /// The parser's name as the evaluator takes it.
@@ -116,13 +122,19 @@ impl ForeignPlan {
         match self {
             ForeignPlan::Rebench {
                 apply,
+                hardened,
                 tests,
                 parser,
                 rule,
                 ..
             } => format!(
-                "# SWE-rebench V2 evaluation; parser {parser}; verdict {}\n{apply}\n{tests}",
-                rule.as_str()
+                "# SWE-rebench V2 evaluation; parser {parser}; verdict {}{}\n{apply}\n{tests}",
+                rule.as_str(),
+                if *hardened {
+                    "; hardened: test infrastructure from the patch undone before the test patch"
+                } else {
+                    ""
+                }
             ),
             ForeignPlan::Pro {
                 entry,
@@ -168,7 +180,7 @@ pub(crate) fn plan(
 ) -> Result<Option<ForeignPlan>, ForeignError> {
     match row.format() {
         TaskFormat::SweBench => Ok(None),
-        TaskFormat::Rebench => rebench_plan(row, verdict).map(Some),
+        TaskFormat::Rebench => rebench_plan(row, mode, verdict).map(Some),
         TaskFormat::Pro => {
             let root = pro_scripts.ok_or_else(|| ForeignError::NoProScripts {
                 instance_id: row.instance_id.clone(),
@@ -195,7 +207,15 @@ pub(crate) fn repo_dir(row: &Instance) -> Option<String> {
     }
 }
 
-fn rebench_plan(row: &Instance, verdict: Option<VerdictRule>) -> Result<ForeignPlan, ForeignError> {
+/// The flags SWE-rebench V2's evaluation applies both patches with.
+const REBENCH_APPLY: &str =
+    "git apply -v --3way --recount --ignore-space-change --whitespace=nowarn";
+
+fn rebench_plan(
+    row: &Instance,
+    mode: Mode,
+    verdict: Option<VerdictRule>,
+) -> Result<ForeignPlan, ForeignError> {
     let format = TaskFormat::Rebench;
     let config = row
         .install_config
@@ -216,14 +236,14 @@ fn rebench_plan(row: &Instance, verdict: Option<VerdictRule>) -> Result<ForeignP
         });
     }
     let workdir = repo_dir(row).ok_or_else(|| missing(row, format, "repo"))?;
-    let apply_flags = "-v --3way --recount --ignore-space-change --whitespace=nowarn";
     let apply = format!(
-        "set -e\ngit reset --hard HEAD\ngit apply {apply_flags} {PATCHES}/patch.diff\ngit apply {apply_flags} {PATCHES}/test_patch.diff"
+        "set -e\ngit reset --hard HEAD\n{REBENCH_APPLY} {PATCHES}/patch.diff\n{REBENCH_APPLY} {PATCHES}/test_patch.diff"
     );
     let tests = format!("set -e\n{}", config.test_cmd.join("\n"));
     Ok(ForeignPlan::Rebench {
         workdir,
         apply,
+        hardened: mode != Mode::Compat,
         tests,
         parser: format!("{REBENCH_PARSER_PREFIX}{name}"),
         rule: verdict.unwrap_or(VerdictRule::ExactSet),
@@ -397,9 +417,18 @@ pub(super) async fn evaluate(
         ForeignPlan::Rebench {
             workdir,
             apply,
+            hardened,
             tests,
             ..
-        } => run_rebench(ctx, job, &container, workdir, apply, tests, step, log).await,
+        } => {
+            let steps = RebenchSteps {
+                workdir,
+                apply,
+                hardened: *hardened,
+                tests,
+            };
+            run_rebench(ctx, job, &container, steps, step, log).await
+        }
         ForeignPlan::Pro {
             entry,
             run_script,
@@ -430,6 +459,7 @@ pub(super) async fn evaluate(
     let ran = result?;
     let mut record = Record::new(OutcomeKind::Unresolved);
     record.tests = tests;
+    record.undone = ran.undone.clone();
     let text = ran.log.clone();
     fs_err::write(job.dir.join("test_output.txt"), &text)?;
     log.info(&format!(
@@ -550,6 +580,8 @@ struct Ran {
     applied: bool,
     /// SWE-bench Pro's `output.json`, when written.
     output_json: Option<Vec<u8>>,
+    /// Hardened SWE-rebench V2 runs: the test infrastructure from the patch that was undone.
+    undone: Option<Undone>,
 }
 
 /// One script's run: how the exec ended and its stdout and stderr, apart.
@@ -605,17 +637,24 @@ async fn run_captured(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A SWE-rebench V2 run's scripts.
+struct RebenchSteps<'p> {
+    workdir: &'p str,
+    /// Upstream's reset and applies, as one script (compat runs).
+    apply: &'p str,
+    hardened: bool,
+    tests: &'p str,
+}
+
 async fn run_rebench(
     ctx: &RunContext,
     job: &Job,
     container: &Container,
-    workdir: &str,
-    apply: &str,
-    tests: &str,
+    steps: RebenchSteps<'_>,
     step: Duration,
     log: &InstanceLog,
 ) -> Result<Ran, InstanceError> {
+    let workdir = steps.workdir;
     let test_patch = job.row.test_patch.clone().unwrap_or_default();
     container
         .write_file(&format!("{PATCHES}/patch.diff"), job.patch.as_bytes())
@@ -623,34 +662,121 @@ async fn run_rebench(
     container
         .write_file(&format!("{PATCHES}/test_patch.diff"), test_patch.as_bytes())
         .await?;
-    let applied = run_captured(container, apply, "apply", workdir, step).await?;
-    log.info(&format!(
-        ">>>>> Applying the patch and the test patch:\n{}{}",
-        applied.stdout, applied.stderr
-    ));
-    if !applied.exec.success() {
-        return Ok(Ran {
-            log: format!("{}{}", applied.stdout, applied.stderr),
-            timed_out: applied.exec.timed_out,
-            applied: false,
-            output_json: None,
-        });
+    // Every captured script's stdout, then every one's stderr: upstream's one script's log.
+    let mut parts: Vec<Captured> = Vec::new();
+    let joined = |parts: &[Captured]| {
+        let mut text: String = parts.iter().map(|p| p.stdout.as_str()).collect();
+        text.extend(parts.iter().map(|p| p.stderr.as_str()));
+        text
+    };
+    let not_applied = |parts: &[Captured], undone| Ran {
+        log: joined(parts),
+        timed_out: parts.last().is_some_and(|p| p.exec.timed_out),
+        applied: false,
+        output_json: None,
+        undone,
+    };
+    let mut undone = None;
+    if steps.hardened {
+        let run = |cmd: &[&str]| {
+            let request = ExecRequest::new(cmd.iter().copied())
+                .with_timeout(step)
+                .with_workdir(workdir);
+            async move { container.exec(&request).await }
+        };
+        run(&hardening::NO_HOOKS_CMD).await?;
+        let reset = run_captured(
+            container,
+            "set -e\ngit reset --hard HEAD",
+            "reset",
+            workdir,
+            step,
+        )
+        .await?;
+        let ok = reset.exec.success();
+        parts.push(reset);
+        if !ok {
+            return Ok(not_applied(&parts, None));
+        }
+        let before = hardening::nul_list(&run(&hardening::UNTRACKED_CMD).await?.output);
+        let script = format!("set -e\n{REBENCH_APPLY} {PATCHES}/patch.diff");
+        let patch = run_captured(container, &script, "patch", workdir, step).await?;
+        let ok = patch.exec.success();
+        parts.push(patch);
+        if !ok {
+            return Ok(not_applied(&parts, None));
+        }
+        let inspect = run(&["sh", "-c", hardening::INSPECT_SCRIPT, "sh", "HEAD"]).await?;
+        let (after, changed, _) = hardening::parse_inspect(&inspect.output);
+        let mut undo = Undone::compute(&before, &after, &changed);
+        // `--3way` stages what it applies: a file the patch added is a tracked change, which
+        // the base does not have to restore; it is removed (from the index too) instead.
+        if !undo.restored.is_empty() {
+            let mut ls = vec!["git", "ls-tree", "--name-only", "-z", "HEAD", "--"];
+            ls.extend(undo.restored.iter().map(String::as_str));
+            let at_base = hardening::nul_list(&run(&ls).await?.output);
+            let (kept, added): (Vec<String>, Vec<String>) = undo
+                .restored
+                .drain(..)
+                .partition(|path| at_base.contains(path));
+            undo.restored = kept;
+            if !added.is_empty() {
+                let mut unstage = vec!["git", "rm", "-q", "--cached", "--ignore-unmatch", "--"];
+                unstage.extend(added.iter().map(String::as_str));
+                run(&unstage).await?;
+                undo.removed.extend(added);
+                undo.removed.sort();
+            }
+        }
+        for cmd in undo.commands("HEAD") {
+            let words: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            let out = run(&words).await?;
+            log.info(&format!(
+                "Hardening: `{}` ->\n{}",
+                cmd.join(" "),
+                out.text()
+            ));
+        }
+        if !undo.is_empty() {
+            log.info(&format!(
+                "Hardening: undid test infrastructure from the patch (restored {:?}, removed {:?})",
+                undo.restored, undo.removed
+            ));
+        }
+        undone = Some(undo);
+        let script = format!("set -e\n{REBENCH_APPLY} {PATCHES}/test_patch.diff");
+        let tests = run_captured(container, &script, "test-patch", workdir, step).await?;
+        let ok = tests.exec.success();
+        parts.push(tests);
+        if !ok {
+            return Ok(not_applied(&parts, undone));
+        }
+    } else {
+        let applied = run_captured(container, steps.apply, "apply", workdir, step).await?;
+        let ok = applied.exec.success();
+        parts.push(applied);
+        if !ok {
+            return Ok(not_applied(&parts, None));
+        }
     }
-    let ran = run_captured(container, tests, "tests", workdir, ctx.timeout).await?;
+    log.info(&format!(
+        ">>>>> Applied the patch and the test patch:\n{}",
+        joined(&parts)
+    ));
+    let ran = run_captured(container, steps.tests, "tests", workdir, ctx.timeout).await?;
     log.info(&format!(
         "Test runtime: {:.2} seconds; exit code {:?}",
         ran.exec.elapsed.as_secs_f64(),
         ran.exec.exit_code
     ));
-    // Upstream's one script: every stdout line, then every stderr line.
+    let timed_out = ran.exec.timed_out;
+    parts.push(ran);
     Ok(Ran {
-        log: format!(
-            "{}{}{}{}",
-            applied.stdout, ran.stdout, applied.stderr, ran.stderr
-        ),
-        timed_out: ran.exec.timed_out,
+        log: joined(&parts),
+        timed_out,
         applied: true,
         output_json: None,
+        undone,
     })
 }
 
@@ -737,6 +863,7 @@ async fn run_pro(
         timed_out: ran.timed_out,
         applied: true,
         output_json,
+        undone: None,
     })
 }
 

@@ -123,7 +123,7 @@ pub(super) struct Record {
     pub(super) outcome: OutcomeKind,
     pub(super) error: Option<String>,
     hardened: Option<HardenedRegion>,
-    undone: Option<Undone>,
+    pub(super) undone: Option<Undone>,
     tamper: Vec<String>,
     pub(super) tests: Duration,
     pub(super) grading: Option<Box<Grading>>,

@@ -4,7 +4,8 @@
 //! - SWE-rebench V2: a Go project at `/calc`, `install_config.test_cmd` `go test -v ./...`,
 //!   `parse_log_gotest` (SWE-rebench V2's) reading the log; the exact-set verdict by default and
 //!   the subset one with `--verdict subset` (also when `harness report` re-grades); a patch that
-//!   does not apply; the image's later tag found and cut in a derived image.
+//!   does not apply; a `TestMain` forger resolved in compat mode and undone in hardened mode;
+//!   the image's later tag found and cut in a derived image.
 //! - SWE-bench Pro: a Python project at `/app` with its own `run_script.sh`, `parser.py` and two
 //!   Dockerfiles whose `ENV` lines the run script needs, in a `--pro-scripts` checkout; the
 //!   image named by `dockerhub_tag`; compat mode takes the tests from the fix commit as upstream
@@ -139,6 +140,9 @@ fn predictions(path: &Path, model: &str, patches: &[(&str, &str)]) {
 const CALC_GO: &str = "package calc\n\n// Add returns the sum of a and b.\nfunc Add(a, b int) int {\n\treturn a - b\n}\n\n// Sub returns a minus b.\nfunc Sub(a, b int) int {\n\treturn a - b\n}\n";
 const CALC_TEST_GO: &str = "package calc\n\nimport \"testing\"\n\nfunc TestSub(t *testing.T) {\n\tif Sub(5, 3) != 2 {\n\t\tt.Fatal(\"5 - 3\")\n\t}\n}\n";
 const FIXED_TEST_GO: &str = "package calc\n\nimport \"testing\"\n\nfunc TestSub(t *testing.T) {\n\tif Sub(5, 3) != 2 {\n\t\tt.Fatal(\"5 - 3\")\n\t}\n}\n\nfunc TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatalf(\"2 + 3 = %d\", Add(2, 3))\n\t}\n}\n";
+
+/// A patch that leaves `Add` wrong and adds a `TestMain` printing every test as passed.
+const MAIN_FORGER: &str = "diff --git a/zz_main_test.go b/zz_main_test.go\nnew file mode 100644\n--- /dev/null\n+++ b/zz_main_test.go\n@@ -0,0 +1,15 @@\n+package calc\n+\n+import (\n+\t\"fmt\"\n+\t\"os\"\n+\t\"testing\"\n+)\n+\n+func TestMain(m *testing.M) {\n+\tfor _, name := range []string{\"TestSub\", \"TestAdd\"} {\n+\t\tfmt.Printf(\"=== RUN   %s\\n--- PASS: %s (0.00s)\\n\", name, name)\n+\t}\n+\tfmt.Println(\"PASS\")\n+\tos.Exit(0)\n+}\n";
 
 #[test]
 fn swe_rebench_v2_rows_run_as_their_evaluation_runs_them_with_either_verdict() {
@@ -294,6 +298,28 @@ fn swe_rebench_v2_rows_run_as_their_evaluation_runs_them_with_either_verdict() {
         json!(["TestAdd"])
     );
     assert_eq!(eight["verdict_rule"], "subset");
+
+    // A patch that adds a `TestMain` printing every test as passed: compat mode (upstream's
+    // procedure) resolves it; hardened mode removes the file before the test patch.
+    let forger = dir.path().join("forger.jsonl");
+    predictions(&forger, "forger", &[("demo__calc-7", MAIN_FORGER)]);
+    for (mode, resolved) in [("compat", true), ("hardened", false)] {
+        let run_id = format!("t-rebench-forger-{mode}-{}", std::process::id());
+        run(&run_id, &forger.display().to_string(), &["--mode", mode]);
+        let report = report(dir.path(), &run_id, "forger", "demo__calc-7");
+        assert_eq!(report["resolved"], resolved, "{mode}: {report:#}");
+        if mode == "hardened" {
+            let meta: Value = serde_json::from_str(&read(
+                &instance_dir(dir.path(), &run_id, "forger", "demo__calc-7").join("swerve.json"),
+            ))
+            .expect("swerve.json");
+            assert_eq!(
+                meta["undone"]["removed"],
+                json!(["zz_main_test.go"]),
+                "{meta:#}"
+            );
+        }
+    }
 
     // Single executions (execution rewards, `curate validate`) run the same way.
     let source = DatasetSource::resolve(&rows_arg, "test", None).expect("rows");
