@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::pystr::{self, PY_SPACE};
+use crate::error::{ParseError, PyException};
 use crate::status::{StatusMap, TestStatus};
 
 const VERSION_TEST: &str = "--version is equivalent to version";
@@ -45,7 +46,15 @@ static INTERRUPTED_OK: LazyLock<[Regex; 3]> = LazyLock::new(|| {
 ///
 /// A stripped line that is exactly `FAIL:` or `ERROR:` (or has no second token) raises
 /// `IndexError` upstream and aborts grading; here it is skipped.
-pub(crate) fn parse_django(log: &str) -> StatusMap {
+/// The second whitespace-separated token of a `FAIL:` / `ERROR:` header, which upstream takes
+/// with `line.split()[1]`: a header with nothing after it raises `IndexError`.
+fn second_token(line: &str) -> Result<&str, ParseError> {
+    pystr::split(line).get(1).copied().ok_or_else(|| {
+        ParseError::new(PyException::IndexError, format!("no test name in {line:?}"))
+    })
+}
+
+pub(crate) fn parse_django(log: &str) -> Result<StatusMap, ParseError> {
     let mut map = StatusMap::new();
     let mut prev_test: Option<&str> = None;
     for raw in log.split('\n') {
@@ -72,18 +81,14 @@ pub(crate) fn parse_django(log: &str) -> StatusMap {
         if line.ends_with(" ... FAIL") {
             map.insert(pystr::before_first(line, " ... FAIL"), TestStatus::Failed);
         }
-        if line.starts_with("FAIL:")
-            && let Some(test) = pystr::split(line).get(1)
-        {
-            map.insert(*test, TestStatus::Failed);
+        if line.starts_with("FAIL:") {
+            map.insert(second_token(line)?, TestStatus::Failed);
         }
         if line.ends_with(" ... ERROR") {
             map.insert(pystr::before_first(line, " ... ERROR"), TestStatus::Error);
         }
-        if line.starts_with("ERROR:")
-            && let Some(test) = pystr::split(line).get(1)
-        {
-            map.insert(*test, TestStatus::Error);
+        if line.starts_with("ERROR:") {
+            map.insert(second_token(line)?, TestStatus::Error);
         }
         if line.starts_with("ok")
             && let Some(test) = prev_test
@@ -96,7 +101,7 @@ pub(crate) fn parse_django(log: &str) -> StatusMap {
             map.insert(&caps[1], TestStatus::Passed);
         }
     }
-    map
+    Ok(map)
 }
 
 #[cfg(test)]
@@ -157,7 +162,12 @@ mod tests {
             &[("--version is equivalent to version", "PASSED")],
         );
         // Bare `FAIL:` raises upstream; skipped here.
-        check("FAIL:\nERROR:\n", &[]);
+        // `FAIL:` alone raises (upstream's `split()[1]`): `parse` gives the empty map.
+        check("test_a (m.C) ... ok\nFAIL:\n", &[]);
+        let raised = Parser::Django
+            .try_parse("ERROR:\n", &crate::LogContext::default())
+            .expect_err("IndexError");
+        assert_eq!(raised.exception, crate::PyException::IndexError);
     }
 
     #[test]

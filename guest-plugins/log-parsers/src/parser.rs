@@ -408,7 +408,7 @@ impl Parser {
             Parser::Pytest => pytest::parse_pytest(log),
             Parser::PytestOptions => pytest::parse_pytest_options(log),
             Parser::PytestV2 => pytest::parse_pytest_v2(log),
-            Parser::Django => django::parse_django(log),
+            Parser::Django => django::parse_django(log)?,
             Parser::Sympy => sympy::parse_sympy(log),
             Parser::Matplotlib => pytest::parse_matplotlib(log),
             Parser::Seaborn => seaborn::parse_seaborn(log),
