@@ -7,8 +7,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::pystr::{self, PY_SPACE};
 use crate::error::{ParseError, PyException};
+use crate::pystr::{self, PY_SPACE};
 use crate::status::{StatusMap, TestStatus};
 
 const VERSION_TEST: &str = "--version is equivalent to version";

@@ -10,7 +10,7 @@ pub enum PyException {
     /// immutable_js), or a `version` that `float()` cannot read (lighthouse).
     ValueError,
     /// `IndexError`: an instance id without `-` (jekyll), a suite popped from an empty stack
-    /// (karma).
+    /// (karma), a `FAIL:`/`ERROR:` header without a test name (django).
     IndexError,
     /// `KeyError`: the mocha JSON report lacks `failures`, `passes` or a `fullTitle` (prismjs).
     KeyError,

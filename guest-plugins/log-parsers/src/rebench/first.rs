@@ -2,11 +2,12 @@
 //! defines from the top of the module through `parse_lue_nvim`, with the module-level helpers
 //! they share (the status words, `ansi_escape`).
 //!
-//! Module map: `python` (pytest and its relatives, Django, sympy, seaborn, matplotlib),
-//! `native` (Go, Elixir, Ruby, Redis, jq, doctest, MicroPython, googletest, Cargo, PHPUnit,
-//! Maven, Ant, Kotlin/Gradle, TAP and the JUnit XML reports), `cpp` (the C++ runners and
-//! Neovim's Lua tests), `js` (Calypso, Chart.js, marked, p5.js, react-pdf, Jest, Vitest,
-//! Karma).
+//! Eighteen of them (Go, Cargo, Django, doctest, googletest, jq, MicroPython, Minitest,
+//! Cucumber, Ruby unit, RSpec JSON, Ant, TAP, Chart.js, p5.js, Jest JSON, Vitest, Karma) are
+//! SWE-bench 5.0.2's code unchanged and run the crate's ports of SWE-bench's (`swebench!`).
+//! Module map of the rest: `python` (pytest and its relatives, sympy, seaborn, matplotlib),
+//! `native` (Elixir, Ruby, Redis, PHPUnit, Maven, Kotlin/Gradle and the JUnit XML reports),
+//! `cpp` (the C++ runners and Neovim's Lua tests), `js` (Calypso, marked, react-pdf, Jest).
 
 use regex::{Captures, Regex};
 
@@ -32,6 +33,15 @@ macro_rules! py_search {
     }};
 }
 
+/// A parser whose SWE-rebench V2 code is SWE-bench 5.0.2's, statement for statement (their
+/// function bodies parse to the same syntax tree): the crate's port of SWE-bench's runs it,
+/// and `tests/differential/rebench.rs` checks it against SWE-rebench V2's outputs too.
+macro_rules! swebench {
+    ($parser:ident) => {
+        |log: &str| crate::Parser::$parser.try_parse(log, &crate::LogContext::default())
+    };
+}
+
 mod cpp;
 mod js;
 mod native;
@@ -44,7 +54,7 @@ pub(super) use native::parse_log_maven;
 pub(super) const PARSERS: &[(&str, ParseFn)] = &[
     ("parse_log_pytest", python::parse_log_pytest),
     ("parse_log_pytest_options", python::parse_log_pytest_options),
-    ("parse_log_django", python::parse_log_django),
+    ("parse_log_django", swebench!(Django)),
     ("parse_log_pytest_v2", python::parse_log_pytest_v2),
     ("parse_log_seaborn", python::parse_log_seaborn),
     ("parse_log_sympy", python::parse_log_sympy),
@@ -55,40 +65,37 @@ pub(super) const PARSERS: &[(&str, ParseFn)] = &[
         "parse_combined_test_reports",
         native::parse_combined_test_reports,
     ),
-    ("parse_log_gotest", native::parse_log_gotest),
+    ("parse_log_gotest", swebench!(Gotest)),
     ("parse_log_elixir", native::parse_log_elixir),
     ("parse_log_ruby_v1", native::parse_log_ruby_v1),
     ("parse_log_redis", native::parse_log_redis),
-    ("parse_log_jq", native::parse_log_jq),
-    ("parse_log_doctest", native::parse_log_doctest),
-    (
-        "parse_log_micropython_test",
-        native::parse_log_micropython_test,
-    ),
-    ("parse_log_googletest", native::parse_log_googletest),
-    ("parse_log_minitest", native::parse_log_minitest),
-    ("parse_log_cucumber", native::parse_log_cucumber),
-    ("parse_log_ruby_unit", native::parse_log_ruby_unit),
+    ("parse_log_jq", swebench!(Jq)),
+    ("parse_log_doctest", swebench!(Doctest)),
+    ("parse_log_micropython_test", swebench!(MicropythonTest)),
+    ("parse_log_googletest", swebench!(Googletest)),
+    ("parse_log_minitest", swebench!(Minitest)),
+    ("parse_log_cucumber", swebench!(Cucumber)),
+    ("parse_log_ruby_unit", swebench!(RubyUnit)),
     (
         "parse_log_rspec_transformed_json",
-        native::parse_log_rspec_transformed_json,
+        swebench!(RspecTransformedJson),
     ),
-    ("parse_log_cargo", native::parse_log_cargo),
+    ("parse_log_cargo", swebench!(Cargo)),
     ("parse_log_phpunit", native::parse_log_phpunit),
     ("parse_log_maven", native::parse_log_maven),
-    ("parse_log_ant", native::parse_log_ant),
+    ("parse_log_ant", swebench!(Ant)),
     ("parse_logs_kotlin_junit", native::parse_logs_kotlin_junit),
     ("parse_log_gradle_custom", native::parse_log_gradle_custom),
-    ("parse_log_tap", native::parse_log_tap),
+    ("parse_log_tap", swebench!(Tap)),
     ("parse_log_calypso", js::parse_log_calypso),
-    ("parse_log_chart_js", js::parse_log_chart_js),
+    ("parse_log_chart_js", swebench!(ChartJs)),
     ("parse_log_marked", js::parse_log_marked),
-    ("parse_log_p5js", js::parse_log_p5js),
+    ("parse_log_p5js", swebench!(P5js)),
     ("parse_log_react_pdf", js::parse_log_react_pdf),
     ("parse_log_jest", js::parse_log_jest),
-    ("parse_log_jest_json", js::parse_log_jest_json),
-    ("parse_log_vitest", js::parse_log_vitest),
-    ("parse_log_karma", js::parse_log_karma),
+    ("parse_log_jest_json", swebench!(JestJson)),
+    ("parse_log_vitest", swebench!(Vitest)),
+    ("parse_log_karma", swebench!(Karma)),
     ("parse_log_cpp", cpp::parse_log_cpp),
     ("parse_log_cpp_v2", cpp::parse_log_cpp_v2),
     ("parse_log_cpp_v3", cpp::parse_log_cpp_v3),

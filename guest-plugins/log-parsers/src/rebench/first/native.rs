@@ -67,23 +67,6 @@ pub(super) fn parse_combined_test_reports(content: &str) -> Result<StatusMap, Pa
     Ok(combined)
 }
 
-/// `parse_log_gotest`: stripped lines `--- PASS: name (duration)` (also `FAIL`, `SKIP`) give the
-/// name as `PASSED`, `FAILED` or `SKIPPED`. The name is everything up to the last ` (` that
-/// starts a parenthesised tail ending the line, so subtests keep their `Parent/child` path.
-pub(super) fn parse_log_gotest(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^--- (PASS|FAIL|SKIP): (.+) \((.+)\)$");
-    let mut map = StatusMap::new();
-    for caps in stripped_matches(log, pattern) {
-        let status = match group(&caps, 1) {
-            "PASS" => TestStatus::Passed,
-            "FAIL" => TestStatus::Failed,
-            _ => TestStatus::Skipped,
-        };
-        map.insert(group(&caps, 2), status);
-    }
-    Ok(map)
-}
-
 /// `parse_log_elixir`: ExUnit's `--trace` output, over `log.splitlines()` stripped (blank lines
 /// skipped), first form that matches:
 /// - `* test NAME (skipped) [L#12]` sets `NAME` `SKIPPED`;
@@ -193,158 +176,6 @@ pub(super) fn parse_log_redis(log: &str) -> Result<StatusMap, ParseError> {
     Ok(map)
 }
 
-/// `parse_log_jq`: stripped lines `PASS: name` / `FAIL: name` give `PASSED` / `FAILED`.
-pub(super) fn parse_log_jq(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^\s*(PASS|FAIL):\s(.+)$");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 1) == "PASS" {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 2).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_doctest`: identical upstream to SWE-bench's parser of the same name, so it is
-/// that port ([`crate::c::parse_doctest`]): the `<doctest` ... `</doctest>` XML report, each
-/// subcase `"{test case} > {subcase}"` passing when all its expressions succeeded; a malformed
-/// report raises ElementTree's `ParseError`.
-pub(super) fn parse_log_doctest(log: &str) -> Result<StatusMap, ParseError> {
-    crate::c::parse_doctest(log)
-}
-
-/// `parse_log_micropython_test`: stripped lines `pass name`, `FAIL name`, `skip name`
-/// (whitespace between) give `PASSED`, `FAILED`, `SKIPPED`.
-pub(super) fn parse_log_micropython_test(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^(pass|FAIL|skip)\s+(.+)$");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = match group(&caps, 1) {
-                "pass" => TestStatus::Passed,
-                "FAIL" => TestStatus::Failed,
-                _ => TestStatus::Skipped,
-            };
-            (group(&caps, 2).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_googletest`: stripped lines with `[ OK ] Suite.Name (3 ms)` or
-/// `[ FAILED ] Suite.Name (3 ms)` anywhere (the last such bracket wins, as the leading `.*` is
-/// greedy) give the text between the bracket and the last ` (` as `PASSED` / `FAILED`. The
-/// summary lines `[  FAILED  ] Suite.Name, where ...` have no final parenthesis and are skipped
-/// unless they end in one.
-pub(super) fn parse_log_googletest(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^.*\[\s*(OK|FAILED)\s*\]\s(.*)\s\(.*\)$");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 1) == "OK" {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 2).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_minitest`: stripped lines `name. ... = ... X ...` where `X` is the last `.`, `F`
-/// or `E` after the first `=` that follows (greedy matching makes it the last one on the line):
-/// `.` gives `PASSED`, `F` and `E` give `FAILED`. The name is the text before the last `. `
-/// that still leaves an `=` after it.
-pub(super) fn parse_log_minitest(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^(.+)\. .*=.*(\.|F|E).*$");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 2) == "." {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 1).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_cucumber` (the progress formatter): stripped lines `name ....X` where the run of
-/// dots after a space is followed by `.` or `F` give `PASSED` / `FAILED`; the name is the text
-/// before the last such ` .` run that is followed by one (greedy).
-pub(super) fn parse_log_cucumber(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^(.*) \.+(\.|F)");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 2) == "." {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 1).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_ruby_unit` (test-unit's verbose output): stripped lines `name: X` or
-/// `test: name: X`, where `X` after whitespace is `.` (`PASSED`), or `E` / `F` (`FAILED`) or `O`
-/// (`SKIPPED`) not followed by a word character. The name runs to the last `:` that such an
-/// outcome follows.
-pub(super) fn parse_log_ruby_unit(log: &str) -> Result<StatusMap, ParseError> {
-    // Upstream's `E\b|F\b|O\b`: the letter, then the end or a non-word character. Nothing of
-    // the match is used past the outcome, so consuming that character changes no group.
-    let pattern = py_match!(r"^\s*(?:test: )?(.+):\s+(?:(\.)|([EFO])(?:\z|\W))");
-    let mut map = StatusMap::new();
-    for caps in stripped_matches(log, pattern) {
-        let outcome = caps
-            .get(2)
-            .or_else(|| caps.get(3))
-            .map_or("", |m| m.as_str());
-        let status = match outcome {
-            "." => TestStatus::Passed,
-            "O" => TestStatus::Skipped,
-            _ => TestStatus::Failed,
-        };
-        map.insert(group(&caps, 1), status);
-    }
-    Ok(map)
-}
-
-/// `parse_log_rspec_transformed_json`: stripped lines containing ` - passed` or ` - failed`
-/// give `PASSED` / `FAILED`; the name is the text before the last such marker (greedy), and the
-/// line may go on after the outcome word (` - passedly` counts). Upstream's `pending` branch and
-/// its `ValueError` for another outcome cannot be reached, as the pattern admits only these two
-/// words, so `name - pending` lines are not recorded.
-pub(super) fn parse_log_rspec_transformed_json(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"(.+) - (passed|failed)");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 2) == "passed" {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 1).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_cargo`: stripped lines `test name ... ok` give `PASSED` and `test name ...
-/// FAILED` give `FAILED` (the name one non-space run, the outcome one word ending the line);
-/// `ignored` and other words are not recorded.
-pub(super) fn parse_log_cargo(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^test\s+(\S+)\s+\.\.\.\s+(\w+)$");
-    let mut map = StatusMap::new();
-    for caps in stripped_matches(log, pattern) {
-        match group(&caps, 2) {
-            "ok" => map.insert(group(&caps, 1), TestStatus::Passed),
-            "FAILED" => map.insert(group(&caps, 1), TestStatus::Failed),
-            _ => {}
-        }
-    }
-    Ok(map)
-}
-
 /// `parse_log_phpunit` (`--testdox`), on the raw lines of `log.split('\n')`: a line
 /// `Word... (Class\Name)` (starting with a word character, ending with a parenthesised part)
 /// sets the current suite to the text before the last ` (`; a line of optional whitespace,
@@ -411,22 +242,6 @@ pub(in crate::rebench) fn parse_log_maven(log: &str) -> Result<StatusMap, ParseE
     Ok(map)
 }
 
-/// `parse_log_ant`: stripped lines `[junit] [PASS] name` give `PASSED`; `[FAIL]` and `[ERR]`
-/// give `FAILED`.
-pub(super) fn parse_log_ant(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^\s*\[junit\]\s+\[(PASS|FAIL|ERR)\]\s+(.*)$");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 1) == "PASS" {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 2).to_owned(), status)
-        })
-        .collect())
-}
-
 /// `parse_logs_kotlin_junit` (Surefire's per-class summaries), over `log.splitlines()`
 /// stripped: `Running CLASS` makes `CLASS` current; a following `Tests run: N, Failures: F,
 /// Errors: E, Skipped: S` line gives it `FAILED` when `F` or `E` is non-zero, else `SKIPPED`
@@ -474,22 +289,6 @@ pub(super) fn parse_log_gradle_custom(log: &str) -> Result<StatusMap, ParseError
                 TestStatus::Failed
             };
             (group(&caps, 1).to_owned(), status)
-        })
-        .collect())
-}
-
-/// `parse_log_tap`: stripped lines `ok N name` / `not ok N name` give the name (everything
-/// after the number, a ` - ` and any `# SKIP` directive included) `PASSED` / `FAILED`.
-pub(super) fn parse_log_tap(log: &str) -> Result<StatusMap, ParseError> {
-    let pattern = py_match!(r"^(ok|not ok) (\d+) (.+)$");
-    Ok(stripped_matches(log, pattern)
-        .map(|caps| {
-            let status = if group(&caps, 1) == "ok" {
-                TestStatus::Passed
-            } else {
-                TestStatus::Failed
-            };
-            (group(&caps, 3).to_owned(), status)
         })
         .collect())
 }

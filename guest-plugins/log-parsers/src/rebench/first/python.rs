@@ -8,7 +8,7 @@ use regex::Regex;
 
 use super::{STATUS_WORDS, ends_with_status, group, starts_with_status};
 use crate::error::{ParseError, PyException};
-use crate::pystr::{self, PY_SPACE};
+use crate::pystr::{self};
 use crate::status::{Status, StatusMap, TestStatus};
 
 /// The `(status token, test name)` of a pytest summary line: a line starting with a status
@@ -65,100 +65,6 @@ pub(super) fn parse_log_pytest_options(log: &str) -> Result<StatusMap, ParseErro
             None => name,
         };
         map.insert(name, Status::from_token(&status));
-    }
-    Ok(map)
-}
-
-/// `parse_log_django`. Each line of `log.split('\n')` is stripped, then, in this order:
-/// 1. containing `--version is equivalent to version` puts that phrase as `PASSED`;
-/// 2. containing ` ... ` remembers the text before the first ` ... ` as the previous test;
-/// 3. ending with ` ... ok`, ` ... OK` or ` ...  OK` (the first that fits) puts the text
-///    before the last occurrence of that suffix as `PASSED`; a line starting with django-7188's
-///    `Applying sites.0002_alter_domain_unique...test_no_migrations` is first cut to what
-///    follows its first `...` (stripped), and the later steps see the cut line;
-/// 4. containing ` ... skipped` puts the text before it as `SKIPPED`;
-/// 5. ending with ` ... FAIL` puts the text before the first ` ... FAIL` as `FAILED`;
-/// 6. starting with `FAIL:` puts its second whitespace token as `FAILED`;
-/// 7. ending with ` ... ERROR` / starting with `ERROR:` likewise as `ERROR`;
-/// 8. starting with `ok` once a previous test is known puts that test as `PASSED`.
-///
-/// Then, over the whole log, each match of three patterns for a result pushed to the next line
-/// (`... Testing against Django installed in ... silenced).` / `... Internal Server Error: /x/`
-/// / `... System check identified no issues (0 silenced)`, then a line `ok`) puts the text
-/// before the ` ... ` as `PASSED`.
-///
-/// Raises `IndexError` for a stripped line starting with `FAIL:` or `ERROR:` that has no second
-/// token (upstream indexes `split()[1]`).
-pub(super) fn parse_log_django(log: &str) -> Result<StatusMap, ParseError> {
-    const VERSION: &str = "--version is equivalent to version";
-    const PASS_SUFFIXES: [&str; 3] = [" ... ok", " ... OK", " ...  OK"];
-    const DJANGO_7188: &str = "Applying sites.0002_alter_domain_unique...test_no_migrations";
-    static PUSHED_OK: LazyLock<[Regex; 3]> = LazyLock::new(|| {
-        let s = PY_SPACE;
-        [
-            format!(
-                r"(?m)^(.*?){s}\.\.\.{s}Testing against Django installed in ((?s:.*?)) silenced\)\.\nok$"
-            ),
-            format!(r"(?m)^(.*?){s}\.\.\.{s}Internal Server Error: /(.*)/\nok$"),
-            format!(
-                r"(?m)^(.*?){s}\.\.\.{s}System check identified no issues \(0 silenced\)\nok$"
-            ),
-        ]
-        .map(|pattern| Regex::new(&pattern).expect("valid regex"))
-    });
-    let second_token = |line: &str| -> Result<String, ParseError> {
-        pystr::split(line)
-            .get(1)
-            .map(|token| (*token).to_owned())
-            .ok_or_else(|| {
-                ParseError::new(PyException::IndexError, format!("no test name in {line:?}"))
-            })
-    };
-    let mut map = StatusMap::new();
-    let mut previous: Option<&str> = None;
-    for raw in log.split('\n') {
-        let mut line = pystr::strip(raw);
-        if line.contains(VERSION) {
-            map.insert(VERSION, TestStatus::Passed);
-        }
-        if line.contains(" ... ") {
-            previous = Some(pystr::before_first(line, " ... "));
-        }
-        if let Some(suffix) = PASS_SUFFIXES.into_iter().find(|s| line.ends_with(s)) {
-            if line.starts_with(DJANGO_7188) {
-                line = pystr::strip(line.split_once("...").map_or(line, |(_, rest)| rest));
-            }
-            let test = line.rsplit_once(suffix).map_or(line, |(head, _)| head);
-            map.insert(test, TestStatus::Passed);
-        }
-        if line.contains(" ... skipped") {
-            map.insert(
-                pystr::before_first(line, " ... skipped"),
-                TestStatus::Skipped,
-            );
-        }
-        if line.ends_with(" ... FAIL") {
-            map.insert(pystr::before_first(line, " ... FAIL"), TestStatus::Failed);
-        }
-        if line.starts_with("FAIL:") {
-            map.insert(second_token(line)?, TestStatus::Failed);
-        }
-        if line.ends_with(" ... ERROR") {
-            map.insert(pystr::before_first(line, " ... ERROR"), TestStatus::Error);
-        }
-        if line.starts_with("ERROR:") {
-            map.insert(second_token(line)?, TestStatus::Error);
-        }
-        if line.starts_with("ok")
-            && let Some(test) = previous
-        {
-            map.insert(test, TestStatus::Passed);
-        }
-    }
-    for pattern in PUSHED_OK.iter() {
-        for caps in pattern.captures_iter(log) {
-            map.insert(group(&caps, 1), TestStatus::Passed);
-        }
     }
     Ok(map)
 }
