@@ -9,10 +9,10 @@
 //! order.
 //!
 //! Module map: this file holds the table and the small helpers the parsers share (Python's
-//! `str.splitlines`, `\b`, `int()` of digits, the ANSI patterns, OCaml status precedence);
-//! the parsers live in the submodules, grouped by ecosystem.
+//! `\b`, `int()` of digits, the SGR colour pattern, OCaml status precedence; `str.splitlines`
+//! and `ansi_escape` are the crate's); the parsers live in the submodules, grouped by
+//! ecosystem.
 
-use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::{Captures, Regex};
@@ -21,6 +21,9 @@ use super::ParseFn;
 use crate::pyre;
 use crate::pystr;
 use crate::status::{Status, StatusMap, TestStatus};
+
+use crate::javascript::ansi_escape;
+use crate::pystr::splitlines;
 
 mod dart;
 mod haskell;
@@ -67,42 +70,6 @@ pub(super) const PARSERS: &[(&str, ParseFn)] = &[
 /// A lazily compiled Python pattern (see [`pyre::compile`]).
 type Pattern = LazyLock<Regex>;
 
-/// Python's `str.splitlines()`: lines end at `\n`, `\r`, `\r\n`, `\v`, `\f`, U+001C–U+001E,
-/// U+0085, U+2028 and U+2029; the breaks are dropped, and a break at the very end does not
-/// start another (empty) line.
-fn splitlines(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let is_break = matches!(
-            c,
-            '\n' | '\r'
-                | '\u{B}'
-                | '\u{C}'
-                | '\u{1C}'
-                | '\u{1D}'
-                | '\u{1E}'
-                | '\u{85}'
-                | '\u{2028}'
-                | '\u{2029}'
-        );
-        if !is_break {
-            continue;
-        }
-        lines.push(&text[start..at]);
-        start = at + c.len_utf8();
-        if c == '\r' && chars.peek().is_some_and(|&(_, next)| next == '\n') {
-            chars.next();
-            start += 1;
-        }
-    }
-    if start < text.len() {
-        lines.push(&text[start..]);
-    }
-    lines
-}
-
 /// Capture group `at`, or `""` where it did not take part (Python's `None`, never used so).
 fn group<'t>(caps: &Captures<'t>, at: usize) -> &'t str {
     caps.get(at).map_or("", |m| m.as_str())
@@ -142,17 +109,8 @@ fn py_int(digits: &str) -> String {
     }
 }
 
-/// Upstream's module-level escape pattern: ESC and one of `@`–`Z`, `\`–`_`, or a CSI
-/// sequence (`[`, parameter bytes, intermediate bytes, a final byte).
-static ANSI_ESCAPE: Pattern =
-    LazyLock::new(|| pyre::compile(r"\x1B(?:[@-Z\\-_]|\[[0-?]*[ -/]*[@-~])"));
 /// Upstream's module-level SGR (colour) pattern: `ESC [ digits-and-semicolons m`.
 static ANSI_COLOR_DELIM: Pattern = LazyLock::new(|| pyre::compile(r"\x1B\[[0-9;]*m"));
-
-/// Every escape sequence [`ANSI_ESCAPE`] knows removed.
-fn ansi_escape(text: &str) -> Cow<'_, str> {
-    ANSI_ESCAPE.replace_all(text, "")
-}
 
 /// Upstream's OCaml precedence: passed < skipped < failed < error (anything else ranks -1).
 fn precedence(status: Option<TestStatus>) -> i8 {
@@ -189,17 +147,6 @@ fn set_default(map: &mut StatusMap, name: &str, status: impl Into<Status>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splitlines_like_python() {
-        assert_eq!(
-            splitlines("a\r\nb\rc\n\nd\u{2028}e\n"),
-            ["a", "b", "c", "", "d", "e"]
-        );
-        assert_eq!(splitlines(""), Vec::<&str>::new());
-        assert_eq!(splitlines("\n"), [""]);
-        assert_eq!(splitlines("x\u{B}y\u{1C}"), ["x", "y"]);
-    }
 
     #[test]
     fn int_of_digits() {
