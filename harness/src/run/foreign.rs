@@ -369,8 +369,8 @@ pub(crate) fn strip_binary_hunks(patch: &str) -> String {
 
 /// The image a row of another format runs in: in hardened runs its repository is checked for
 /// history past the base commit and, when it has any, cut in a derived image
-/// (`swerve/scrubbed:<image id>`), which is returned with a line for the log. Compat runs use
-/// the image as it is.
+/// (`swerve/scrubbed:<image id>-<base>`, reused when an earlier run made it), which is returned
+/// with a line for the log. Compat runs use the image as it is.
 pub(crate) async fn secure_image(
     sandbox: &Sandbox,
     row: &Instance,
@@ -384,12 +384,25 @@ pub(crate) async fn secure_image(
     if mode == Mode::Compat {
         return Ok((image, image_id, None));
     }
+    // The cut image is named by what it is cut from, and checked clean when it was made: an
+    // earlier run's is used without checking the original again.
+    let digest = image_id.trim_start_matches("sha256:");
+    let name = format!(
+        "swerve/scrubbed:{}-{}",
+        &digest[..digest.len().min(32)],
+        &base[..base.len().min(12)]
+    );
+    if let Some(info) = sandbox.image_info(&name).await? {
+        let note = format!(
+            "History check: {image} reaches past the base commit (found by an earlier run); \
+             running in {name}, which is cut at it"
+        );
+        return Ok((name, info.id, Some(note)));
+    }
     let leaks = sandbox.history_leaks(&image, &dir, base).await?;
     if leaks.is_clean() {
         return Ok((image, image_id, None));
     }
-    let digest = image_id.trim_start_matches("sha256:");
-    let name = format!("swerve/scrubbed:{}", &digest[..digest.len().min(32)]);
     let (info, _) = sandbox.scrubbed_image(&image, &dir, base, &name).await?;
     let note = format!(
         "History check: {image} reaches past the base commit ({}); running in {name}, which is cut at it",
