@@ -57,6 +57,14 @@ pub enum HarborError {
         #[source]
         source: toml::de::Error,
     },
+    /// A `[verifier] timeout_sec` that is not a number of seconds from 1 to 604800.
+    #[error("{}: [verifier] timeout_sec = {value} is not a number of seconds from 1 to 604800", path.display())]
+    Timeout {
+        /// The file.
+        path: PathBuf,
+        /// The value.
+        value: f64,
+    },
     /// Predictions for tasks the folder does not have.
     #[error("predictions for tasks that are not in {}: {}", dir.display(), ids.join(" "))]
     UnknownTasks {
@@ -162,8 +170,14 @@ pub fn read_tasks(dir: &Path) -> Result<Vec<HarborTask>, HarborError> {
         .map(|folder| {
             let path = folder.join("task.toml");
             let text = fs_err::read_to_string(&path).map_err(read_error)?;
-            let config: TaskFile =
-                toml::from_str(&text).map_err(|source| HarborError::Config { path, source })?;
+            let config: TaskFile = toml::from_str(&text).map_err(|source| HarborError::Config {
+                path: path.clone(),
+                source,
+            })?;
+            let value = config.verifier.timeout_sec;
+            if !(1.0..=604_800.0).contains(&value) {
+                return Err(HarborError::Timeout { path, value });
+            }
             let name = folder
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -600,7 +614,8 @@ async fn steps(
         .copy_in(&task.dir.join("tests"), "/")
         .await
         .map_err(|e| chain(&e))?;
-    let timeout = Duration::from_secs_f64(task.config.verifier.timeout_sec.clamp(1.0, 604_800.0));
+    // Range-checked where task.toml is read.
+    let timeout = Duration::from_secs_f64(task.config.verifier.timeout_sec);
     let cmd = strings(&["bash", "/tests/test.sh"]);
     let ran = exec(cmd, &task.config.verifier.env, timeout)
         .await
@@ -656,4 +671,33 @@ fn main_reward(rewards: &BTreeMap<String, f64>) -> Option<f64> {
             _ => None,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verifier_limit_that_is_not_seconds_is_refused_naming_the_file() {
+        for value in ["nan", "0.0", "-5.0", "1e9", "inf"] {
+            let dir = tempfile::tempdir().expect("temp dir");
+            fs_err::write(
+                dir.path().join("task.toml"),
+                format!("[verifier]\ntimeout_sec = {value}\n"),
+            )
+            .expect("task.toml");
+            let error = read_tasks(dir.path()).expect_err(value).to_string();
+            assert!(
+                error.contains("task.toml: [verifier] timeout_sec"),
+                "{value}: {error}"
+            );
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs_err::write(
+            dir.path().join("task.toml"),
+            "[verifier]\ntimeout_sec = 30.0\n",
+        )
+        .expect("task.toml");
+        assert_eq!(read_tasks(dir.path()).expect("a task").len(), 1);
+    }
 }
