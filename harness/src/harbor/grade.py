@@ -146,8 +146,9 @@ DJANGO_INTERRUPTED_OK = [
 
 def parse_django(log):
     """Django's `runtests.py --verbosity 2`: `name ... ok|skipped|FAIL|ERROR` lines, `FAIL:` and
-    `ERROR:` headers, an `ok` alone after output that split a test's line, and the three
-    messages that print between a test's name and its `ok`."""
+    `ERROR:` headers (one without a name raises IndexError, as upstream's does), an `ok`
+    alone after output that split a test's line, and the three messages that print between a
+    test's name and its `ok`."""
     results = {}
     previous = None
     for raw in log.split("\n"):
@@ -166,11 +167,11 @@ def parse_django(log):
             results[line.split(" ... skipped", 1)[0]] = "SKIPPED"
         if line.endswith(" ... FAIL"):
             results[line.split(" ... FAIL", 1)[0]] = "FAILED"
-        if line.startswith("FAIL:") and len(line.split()) > 1:
+        if line.startswith("FAIL:"):
             results[line.split()[1]] = "FAILED"
         if line.endswith(" ... ERROR"):
             results[line.split(" ... ERROR", 1)[0]] = "ERROR"
-        if line.startswith("ERROR:") and len(line.split()) > 1:
+        if line.startswith("ERROR:"):
             results[line.split()[1]] = "ERROR"
         if line.startswith("ok") and previous is not None:
             results[previous] = "PASSED"
@@ -241,9 +242,12 @@ def evaluate(log, parse):
     if start < 0 or END not in log:
         return None, "missing test output markers"
     section = log[start + len(START) :].split(START, 1)[0].split(END, 1)[0]
-    statuses = parse(section)
-    if not statuses:
-        statuses = parse(log)
+    try:
+        statuses = parse(section)
+        if not statuses:
+            statuses = parse(log)
+    except Exception as error:  # noqa: BLE001 - the parser raised, as SWE-bench's may
+        return None, "the log parser raised %s" % type(error).__name__
     if not statuses and not SUITE_EVIDENCE.search(log):
         return None, "no test results"
     exit_code = EXIT_CODE.search(log)

@@ -75,10 +75,20 @@ fn logs() -> Vec<(String, String)> {
 }
 
 /// Runs `grade.py`'s parsers on many logs in one Python process: `[family, log]` pairs in,
-/// each status map as `[name, status]` pairs out.
-const DRIVER: &str = "import json, sys\nsys.path.insert(0, sys.argv[1])\nimport grade\n\
-cases = json.load(sys.stdin)\n\
-json.dump([list(grade.PARSERS[family](log).items()) for family, log in cases], sys.stdout)\n";
+/// each status map as `[name, status]` pairs (or the class of the exception raised) out.
+const DRIVER: &str = r#"
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import grade
+
+def run(family, log):
+    try:
+        return {"map": list(grade.PARSERS[family](log).items())}
+    except Exception as error:
+        return {"error": type(error).__name__}
+
+json.dump([run(family, log) for family, log in json.load(sys.stdin)], sys.stdout)
+"#;
 
 #[test]
 fn the_verifiers_grader_parses_as_swerves_parsers_do() {
@@ -92,13 +102,15 @@ fn the_verifiers_grader_parses_as_swerves_parsers_do() {
             let parser = Parser::from_log_parser_name(name).expect("a SWE-bench parser");
             let family = grader_family(name).expect("a family grade.py has");
             cases.push(json!([family, log]));
-            ours.push(Value::Array(
-                parser
-                    .parse(&log, &LogContext::default())
-                    .iter()
-                    .map(|(test, status)| json!([test, status.as_str()]))
-                    .collect(),
-            ));
+            ours.push(match parser.try_parse(&log, &LogContext::default()) {
+                Ok(map) => json!({
+                    "map": map
+                        .iter()
+                        .map(|(test, status)| json!([test, status.as_str()]))
+                        .collect::<Vec<_>>(),
+                }),
+                Err(error) => json!({ "error": error.exception.as_str() }),
+            });
             labels.push(format!("{name} on {label}"));
         }
     }
