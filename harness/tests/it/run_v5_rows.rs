@@ -160,9 +160,10 @@ fn v5_rows_use_their_fields_and_other_rows_keep_the_generated_path() {
     );
     // The row's own script, exactly as SWE-bench 5 runs it.
     assert_eq!(instance("swerve__spans-5", "eval.sh"), with_exit_code(&own));
-    assert!(
-        instance("swerve__spans-5", "test_output.txt").contains("\nverbatim script of the row\n")
-    );
+    // The echo's output line (its `set -x` trace ends in a quote instead). The engine may cut
+    // stderr's trace line where stdout's output lands, so the line start is not asserted.
+    let output = instance("swerve__spans-5", "test_output.txt");
+    assert!(output.contains("verbatim script of the row\n"), "{output}");
     // The row without the fields: the generated, hardened script in a built image.
     let generated = instance("swerve__inicfg-3", "eval.sh");
     assert!(
