@@ -86,6 +86,19 @@ fn transcript(typed: &str, output: &std::process::Output) -> String {
 /// ended, make it deterministic: the signal arrives after the binary's handler is in place, and
 /// the command cannot finish its work before the signal is handled, however slow the machine.
 pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> String {
+    run_signalled_when(bin, args, dir, signal, None)
+}
+
+/// [`run_signalled`], the signal sent only once the file `ready` exists as well (a state the
+/// command reaches after it installs its handler, such as its output opened). Fails after a
+/// minute.
+pub fn run_signalled_when(
+    bin: &Path,
+    args: &[&str],
+    dir: &Path,
+    signal: &str,
+    ready: Option<&Path>,
+) -> String {
     let number = signal_number(signal);
     let mut child = command(bin)
         .args(args)
@@ -96,6 +109,18 @@ pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> Str
         .spawn()
         .expect("run the binary");
     wait_until_catching(&child, number, &format!("{} {args:?}", name(bin)));
+    if let Some(ready) = ready {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ready.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} {args:?}: {} did not appear",
+                name(bin),
+                ready.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
     // Held until the process ended: an end of input would let it finish instead.
     let input = child.stdin.take();
     let sent = Command::new("kill")

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use swerve_tests::cli::{help_tree, run, run_signalled};
+use swerve_tests::cli::{help_tree, run, run_signalled, run_signalled_when};
 
 fn harness() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_harness"))
@@ -95,11 +95,14 @@ fn exit_codes() {
             dir,
         ),
         run_signalled(harness(), &reward_stdin, dir, "INT"),
-        run_signalled(
+        // Signalled once the output is open (its key file written), so that there is a
+        // partial file to name.
+        run_signalled_when(
             harness(),
             &[&reward_stdin[..], &["--output", "out.jsonl"]].concat(),
             dir,
             "TERM",
+            Some(&dir.join("out.jsonl.partial.key")),
         ),
     ];
     insta::assert_snapshot!(text.join("\n"));
