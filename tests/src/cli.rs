@@ -89,15 +89,15 @@ pub fn run_signalled(bin: &Path, args: &[&str], dir: &Path, signal: &str) -> Str
     run_signalled_when(bin, args, dir, signal, None)
 }
 
-/// [`run_signalled`], the signal sent only once the file `ready` exists as well (a state the
-/// command reaches after it installs its handler, such as its output opened). Fails after a
-/// minute.
+/// [`run_signalled`], the signal sent only once `ready` says so as well (a state the command
+/// reaches after it installs its handler and sets its resume hint, such as a file of its output
+/// created). Fails after a minute.
 pub fn run_signalled_when(
     bin: &Path,
     args: &[&str],
     dir: &Path,
     signal: &str,
-    ready: Option<&Path>,
+    ready: Option<&dyn Fn() -> bool>,
 ) -> String {
     let number = signal_number(signal);
     let mut child = command(bin)
@@ -111,12 +111,11 @@ pub fn run_signalled_when(
     wait_until_catching(&child, number, &format!("{} {args:?}", name(bin)));
     if let Some(ready) = ready {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !ready.exists() {
+        while !ready() {
             assert!(
                 std::time::Instant::now() < deadline,
-                "{} {args:?}: {} did not appear",
-                name(bin),
-                ready.display()
+                "{} {args:?}: not ready within a minute",
+                name(bin)
             );
             std::thread::sleep(std::time::Duration::from_millis(10));
         }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use swerve_tests::cli::{help_tree, run, run_env, run_signalled};
+use swerve_tests::cli::{help_tree, run, run_env, run_signalled_when};
 
 fn curate() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_curate"))
@@ -73,7 +73,20 @@ fn exit_codes() {
     ];
     let text = [
         no_engine,
-        run_signalled(curate(), &events_stdin, dir.path(), "INT"),
+        // Signalled once the run has started (its spill folder is made after its resume hint).
+        run_signalled_when(
+            curate(),
+            &events_stdin,
+            dir.path(),
+            "INT",
+            Some(&|| {
+                std::fs::read_dir(dir.path().join("o")).is_ok_and(|entries| {
+                    entries
+                        .filter_map(Result::ok)
+                        .any(|e| e.file_name().to_string_lossy().starts_with(".curate-"))
+                })
+            }),
+        ),
     ];
     insta::assert_snapshot!(text.join("\n"));
 }

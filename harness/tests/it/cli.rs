@@ -102,7 +102,7 @@ fn exit_codes() {
             &[&reward_stdin[..], &["--output", "out.jsonl"]].concat(),
             dir,
             "TERM",
-            Some(&dir.join("out.jsonl.partial.key")),
+            Some(&|| dir.join("out.jsonl.partial.key").exists()),
         ),
     ];
     insta::assert_snapshot!(text.join("\n"));
