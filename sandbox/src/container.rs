@@ -86,9 +86,15 @@ pub struct ExecRequest {
     pub user: Option<String>,
     /// Extra environment variables (`KEY`, `value`).
     pub env: Vec<(String, String)>,
-    /// Most bytes of output kept; the rest is dropped and [`ExecOutput::truncated`] set.
-    /// Default: 64 MiB.
+    /// Most bytes of output kept from the start; the rest is dropped (but for the tail, see
+    /// [`ExecRequest::tail_output_bytes`]) and [`ExecOutput::truncated`] set. Default: 64 MiB.
     pub max_output_bytes: usize,
+    /// Most bytes kept from the end of the output once the first `max_output_bytes` are taken
+    /// ([`ExecOutput::tail`]); what falls between head and tail is counted in
+    /// [`ExecOutput::elided_bytes`]. Memory stays bounded by the two limits however much the
+    /// command prints. Default: 0 (no tail).
+    #[serde(default)]
+    pub tail_output_bytes: usize,
 }
 
 impl ExecRequest {
@@ -105,6 +111,7 @@ impl ExecRequest {
             user: None,
             env: Vec::new(),
             max_output_bytes: 64 << 20,
+            tail_output_bytes: 0,
         }
     }
 
@@ -122,6 +129,14 @@ impl ExecRequest {
     /// Set [`ExecRequest::workdir`].
     pub fn with_workdir(mut self, workdir: impl Into<String>) -> Self {
         self.workdir = Some(workdir.into());
+        self
+    }
+
+    /// Keep at most `head` bytes from the start of the output and `tail` from its end
+    /// ([`ExecRequest::max_output_bytes`], [`ExecRequest::tail_output_bytes`]).
+    pub fn with_output_cap(mut self, head: usize, tail: usize) -> Self {
+        self.max_output_bytes = head;
+        self.tail_output_bytes = tail;
         self
     }
 
@@ -167,8 +182,15 @@ pub struct ExecOutput {
     pub output: Vec<u8>,
     /// The time limit ran out and the command was killed.
     pub timed_out: bool,
-    /// Output past [`ExecRequest::max_output_bytes`] was dropped.
+    /// Output past [`ExecRequest::max_output_bytes`] was dropped (all of it, or what the tail
+    /// did not keep).
     pub truncated: bool,
+    /// The last bytes of the output past the head, at most [`ExecRequest::tail_output_bytes`].
+    #[serde(default)]
+    pub tail: Vec<u8>,
+    /// Bytes printed between [`ExecOutput::output`] and [`ExecOutput::tail`] and dropped.
+    #[serde(default)]
+    pub elided_bytes: u64,
     /// Wall-clock time from start to end (or kill).
     pub elapsed: Duration,
 }
@@ -545,14 +567,19 @@ impl Container {
             .start_exec(cmd, env, request.workdir.clone(), request.user.clone())
             .await?;
         let mut output = Vec::new();
-        let mut truncated = false;
+        let mut tail = std::collections::VecDeque::new();
+        let mut past_head = 0u64;
         let mut collect = |chunk: bollard::container::LogOutput| {
             let bytes = chunk.into_bytes();
             let room = request.max_output_bytes.saturating_sub(output.len());
-            if bytes.len() > room {
-                truncated = true;
-            }
-            output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            let (head, rest) = bytes.split_at(bytes.len().min(room));
+            output.extend_from_slice(head);
+            past_head += rest.len() as u64;
+            let keep = request.tail_output_bytes;
+            let rest = &rest[rest.len().saturating_sub(keep)..];
+            let overflow = (tail.len() + rest.len()).saturating_sub(keep);
+            tail.drain(..overflow.min(tail.len()));
+            tail.extend(rest);
         };
         let deadline = tokio::time::Instant::from_std(started + request.timeout);
         let finished = tokio::time::timeout_at(deadline, async {
@@ -593,11 +620,15 @@ impl Container {
             Some(true) => None,
             _ => inspect.exit_code,
         };
+        let tail: Vec<u8> = tail.into();
+        let elided_bytes = past_head - tail.len() as u64;
         Ok(ExecOutput {
             exit_code,
             output,
             timed_out,
-            truncated,
+            truncated: elided_bytes > 0,
+            tail,
+            elided_bytes,
             elapsed,
         })
     }
@@ -888,6 +919,62 @@ impl Container {
                 path: c.path,
             })
             .collect())
+    }
+
+    /// Whether the container's main process is still running (a command that killed its init
+    /// stops it; [`Container::revive`] starts it again).
+    pub async fn running(&self) -> Result<bool> {
+        let inspected = within(
+            self.client.config.timeouts.api,
+            "inspect container",
+            &self.id,
+            self.client.docker.inspect_container(&self.id, None),
+        )
+        .await?
+        .map_err(|e| self.exec_error(e))?;
+        Ok(inspected
+            .state
+            .and_then(|state| state.running)
+            .unwrap_or(false))
+    }
+
+    /// Starts a stopped container again with the same writable layer: files written before it
+    /// stopped are kept, processes are not. A running container is left as it is.
+    pub async fn revive(&self) -> Result<()> {
+        if self.running().await? {
+            return Ok(());
+        }
+        within(
+            self.client.config.timeouts.api,
+            "start container",
+            &self.id,
+            self.client.docker.start_container(&self.id, None),
+        )
+        .await?
+        .map_err(|e| Error::Container {
+            action: "start",
+            id: self.id.clone(),
+            source: e.into(),
+        })?;
+        tracing::debug!(id = %self.id, "restarted a stopped container");
+        Ok(())
+    }
+
+    /// Bytes the container has written over its image (the engine's `SizeRw`: what its writable
+    /// layer holds), `None` when the engine does not say. Mounts are not counted.
+    pub async fn written_bytes(&self) -> Result<Option<u64>> {
+        let options = bollard::query_parameters::InspectContainerOptions { size: true };
+        let inspected = within(
+            self.client.config.timeouts.api,
+            "inspect container size",
+            &self.id,
+            self.client
+                .docker
+                .inspect_container(&self.id, Some(options)),
+        )
+        .await?
+        .map_err(|e| self.exec_error(e))?;
+        Ok(inspected.size_rw.and_then(|n| u64::try_from(n).ok()))
     }
 
     /// Remove the container now (forcibly), reporting failure instead of logging it. After a
