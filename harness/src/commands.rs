@@ -53,7 +53,7 @@ pub(crate) struct DatasetArgs {
 }
 
 impl DatasetArgs {
-    fn resolve(&self) -> anyhow::Result<DatasetSource> {
+    pub(crate) fn resolve(&self) -> anyhow::Result<DatasetSource> {
         let mut source = match &self.task_repo {
             Some(dir) => DatasetSource::resolve_task_repo(dir, &self.split, &self.instance_ids)?,
             None => {

@@ -18,6 +18,7 @@
 //! (rows, predictions, grading, report files: `swerve-swebench`), running plugins
 //! (`swerve-host`), log parsing (`swerve-log-parsers`) and containers (`swerve-sandbox`).
 
+pub mod agent;
 mod error;
 pub mod execution;
 pub mod export;

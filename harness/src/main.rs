@@ -11,6 +11,7 @@ use swerve_harness::{scaffold, scoring};
 use swerve_host::{FailureClass, Fallbacks, Host, HostConfig, Isolation, PluginSpec, ScorerConfig};
 use swerve_swebench::{grading, report};
 
+mod agent_command;
 mod commands;
 
 /// swerve's harness: score completions with sandboxed reward plugins, grade SWE-bench logs.
@@ -34,6 +35,9 @@ enum Command {
     Grade(GradeArgs),
     /// Evaluate predictions in Docker like SWE-bench's run_evaluation (hardened by default).
     Run(Box<commands::RunArgs>),
+    /// Run an agent on dataset rows in their images (hardened sandboxes) and write its
+    /// submissions as predictions for `harness run`.
+    Agent(Box<agent_command::AgentArgs>),
     /// Re-grade a run's test_output.txt files without containers and rewrite its reports.
     Report(Box<commands::ReportArgs>),
     /// Remove leftover swerve containers (of one run, or all).
@@ -171,6 +175,7 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         }) => new_plugin(name, lang, dir, kit),
         Command::Grade(args) => grade(args),
         Command::Run(args) => commands::run(*args, &verbosity),
+        Command::Agent(args) => agent_command::agent(*args, &verbosity),
         Command::Report(args) => commands::report(*args),
         Command::Clean(args) => commands::clean(args),
         Command::Images(commands::ImagesCommand::Build(args)) => commands::images_build(args),

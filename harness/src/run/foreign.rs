@@ -384,6 +384,18 @@ pub(crate) async fn secure_image(
     if mode == Mode::Compat {
         return Ok((image, image_id, None));
     }
+    secure_at(sandbox, image, image_id, &dir, base).await
+}
+
+/// [`secure_image`] for the repository at `dir` whose base commit is `base`, whatever the row's
+/// format (`harness agent` checks every image an agent runs in).
+pub(crate) async fn secure_at(
+    sandbox: &Sandbox,
+    image: String,
+    image_id: String,
+    dir: &str,
+    base: &str,
+) -> Result<(String, String, Option<String>), swerve_sandbox::Error> {
     // The cut image is named by what it is cut from, and checked clean when it was made: an
     // earlier run's is used without checking the original again.
     let digest = image_id.trim_start_matches("sha256:");
@@ -399,11 +411,11 @@ pub(crate) async fn secure_image(
         );
         return Ok((name, info.id, Some(note)));
     }
-    let leaks = sandbox.history_leaks(&image, &dir, base).await?;
+    let leaks = sandbox.history_leaks(&image, dir, base).await?;
     if leaks.is_clean() {
         return Ok((image, image_id, None));
     }
-    let (info, _) = sandbox.scrubbed_image(&image, &dir, base, &name).await?;
+    let (info, _) = sandbox.scrubbed_image(&image, dir, base, &name).await?;
     let note = format!(
         "History check: {image} reaches past the base commit ({}); running in {name}, which is cut at it",
         leaks.summary()

@@ -127,6 +127,14 @@ pub(crate) fn valid_run_id(id: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// The folder of a row's repository in its image: `/testbed`, or where another benchmark's
+/// images keep it.
+pub(crate) fn foreign_repo_dir(row: &Instance) -> String {
+    foreign::repo_dir(row).unwrap_or_else(|| eval_script::REPO_DIRECTORY.to_owned())
+}
+
+pub(crate) use foreign::secure_at;
+
 /// `logs/run_evaluation/<run_id>/`.
 pub(crate) fn run_dir(log_root: &Path, run_id: &str) -> PathBuf {
     log_root.join("run_evaluation").join(run_id)
@@ -160,7 +168,7 @@ pub(crate) fn eval_script_for(
     Some((with_exit_code(&script), test_cmd))
 }
 
-fn write(path: &Path, text: &str) -> Result<(), RunError> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), RunError> {
     if let Some(parent) = path.parent() {
         fs_err::create_dir_all(parent).map_err(|source| RunError::Write {
             path: parent.to_owned(),
