@@ -35,8 +35,8 @@ enum Command {
     Grade(GradeArgs),
     /// Evaluate predictions in Docker like SWE-bench's run_evaluation (hardened by default).
     Run(Box<commands::RunArgs>),
-    /// Run an agent on dataset rows in their images (hardened sandboxes) and write its
-    /// submissions as predictions for `harness run`.
+    /// Run a model as an agent on dataset rows in hardened sandboxes; its submissions are
+    /// predictions for `harness run`.
     Agent(Box<agent_command::AgentArgs>),
     /// Re-grade a run's test_output.txt files without containers and rewrite its reports.
     Report(Box<commands::ReportArgs>),

@@ -75,6 +75,29 @@ impl Layers {
         Some(Self { upper, lower })
     }
 
+    /// Bytes of disk the upper directory's entries take (allocated blocks, so a sparse file
+    /// counts what it holds), walking at most `limit` entries (a lower bound past them).
+    pub(crate) fn upper_bytes(&self, limit: usize) -> io::Result<u64> {
+        let mut total = 0u64;
+        let mut seen = 0usize;
+        let mut stack = vec![self.upper.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir)? {
+                let entry = entry?;
+                let meta = entry.metadata()?;
+                total += meta.blocks() * 512;
+                seen += 1;
+                if seen >= limit {
+                    return Ok(total);
+                }
+                if meta.is_dir() {
+                    stack.push(entry.path());
+                }
+            }
+        }
+        Ok(total)
+    }
+
     /// Every change, in path order, or `None` when there are more than `limit` entries (the
     /// caller then asks the engine).
     pub(crate) fn changes(&self, limit: usize) -> io::Result<Option<Vec<FsChange>>> {

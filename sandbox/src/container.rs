@@ -596,14 +596,37 @@ impl Container {
             }
             Err(_) => {
                 tracing::debug!(container = %self.id, ?request.timeout, "exec timed out; killing its process tree");
-                self.kill_exec(&token).await;
+                // The output is read while the kill runs: a command that floods its output
+                // would otherwise fill the engine's buffers and hold the kill's exec up.
                 // Whatever the command printed before it died is still part of its output.
-                let _ = tokio::time::timeout(DRAIN_AFTER_KILL, async {
-                    while let Some(Ok(chunk)) = stream.next().await {
-                        collect(chunk);
+                // Reading stops when the stream closes, or DRAIN_AFTER_KILL after the kill.
+                let (killed, mut kill_done) = tokio::sync::oneshot::channel::<()>();
+                let kill = async {
+                    self.kill_exec(&token).await;
+                    let _ = killed.send(());
+                };
+                let drain = async {
+                    let mut deadline = None;
+                    loop {
+                        let past_deadline = async {
+                            match deadline {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => std::future::pending().await,
+                            }
+                        };
+                        tokio::select! {
+                            chunk = stream.next() => match chunk {
+                                Some(Ok(chunk)) => collect(chunk),
+                                _ => break,
+                            },
+                            _ = &mut kill_done, if deadline.is_none() => {
+                                deadline = Some(tokio::time::Instant::now() + DRAIN_AFTER_KILL);
+                            }
+                            () = past_deadline => break,
+                        }
                     }
-                })
-                .await;
+                };
+                tokio::join!(kill, drain);
                 true
             }
         };
@@ -960,9 +983,24 @@ impl Container {
         Ok(())
     }
 
-    /// Bytes the container has written over its image (the engine's `SizeRw`: what its writable
-    /// layer holds), `None` when the engine does not say. Mounts are not counted.
+    /// Bytes the container has written over its image (what its writable layer holds), `None`
+    /// when the engine does not say. Mounts are not counted. Read from the upper layer where the
+    /// engine keeps it on this host (milliseconds), else the engine's `SizeRw` (seconds on
+    /// `fuse-overlayfs`).
     pub async fn written_bytes(&self) -> Result<Option<u64>> {
+        /// Entries walked at most (a lower bound past them).
+        const LIMIT: usize = 1_000_000;
+        if let Some(layers) = self.local_layers().await? {
+            let walked = tokio::task::spawn_blocking(move || layers.upper_bytes(LIMIT))
+                .await
+                .expect("the layer walk does not panic");
+            match walked {
+                Ok(bytes) => return Ok(Some(bytes)),
+                Err(e) => {
+                    tracing::debug!(container = %self.id, error = %e, "upper layer unreadable");
+                }
+            }
+        }
         let options = bollard::query_parameters::InspectContainerOptions { size: true };
         let inspected = within(
             self.client.config.timeouts.api,

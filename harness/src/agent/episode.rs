@@ -370,8 +370,7 @@ impl Episode<'_> {
             }
             (None, _) => {
                 let reply_chars = reply.content.len() as u64;
-                self.context_tokens =
-                    (self.unsent_chars + reply_chars).div_ceil(4) + self.context_tokens;
+                self.context_tokens += (self.unsent_chars + reply_chars).div_ceil(4);
                 self.unsent_chars = 0;
             }
         }
@@ -472,6 +471,11 @@ impl Episode<'_> {
     async fn tool(&mut self, name: &str, args: &Value, raw: &str) -> Ran {
         let timeout = self.command_timeout();
         let started = Instant::now();
+        // The file tools need a running container (`bash` and `submit` see to it themselves).
+        let note = match name {
+            "str_replace_editor" | "search" => self.revived().await,
+            _ => None,
+        };
         let answered = match name {
             "bash" => {
                 let Some(command) = args["command"].as_str() else {
@@ -516,7 +520,10 @@ impl Episode<'_> {
                     head: answer.text.into_bytes(),
                     ..Captured::default()
                 };
-                let (text, left_out) = protocol::render_output(&captured);
+                let (mut text, left_out) = protocol::render_output(&captured);
+                if let Some(note) = note {
+                    text = format!("{note}\n{text}");
+                }
                 let mut action = record(
                     name,
                     raw,
@@ -553,8 +560,10 @@ impl Episode<'_> {
             .with_workdir(self.spec.repo_dir.clone())
             .with_output_cap(HEAD_BYTES, TAIL_BYTES);
         let request = ENV.iter().fold(request, |r, (k, v)| r.with_env(*k, *v));
-        let out = match self.container.exec(&request).await {
-            Ok(out) => out,
+        // A container stopped by an earlier command (its init killed) is started again first;
+        // one that stops as the command starts is started again and the command run once more.
+        let (out, note) = match self.exec_alive(&request).await {
+            Ok(done) => done,
             Err(e) => return self.recover("bash", command, &e).await,
         };
         self.sandbox_ms += out.elapsed.as_millis() as u64;
@@ -571,16 +580,15 @@ impl Episode<'_> {
             out.elapsed.as_millis() as u64,
         );
         action.timed_out = out.timed_out;
-        if !out.timed_out {
-            if let Some(whole) = captured.whole() {
-                if let Some(patch) = protocol::submission(out.exit_code, &whole) {
-                    return Ran::Done {
-                        observation: String::new(),
-                        action,
-                        submitted: Some(patch),
-                    };
-                }
-            }
+        if !out.timed_out
+            && let Some(whole) = captured.whole()
+            && let Some(patch) = protocol::submission(out.exit_code, &whole)
+        {
+            return Ran::Done {
+                observation: String::new(),
+                action,
+                submitted: Some(patch),
+            };
         }
         let (text, left_out) = protocol::render_output(&captured);
         action.elided_bytes = left_out;
@@ -589,7 +597,7 @@ impl Episode<'_> {
             &text,
             out.timed_out.then_some(timeout.as_secs()),
         );
-        if let Some(note) = self.revived().await {
+        if let Some(note) = note {
             observation.push('\n');
             observation.push_str(&note);
         }
@@ -607,7 +615,7 @@ impl Episode<'_> {
             .with_timeout(self.command_timeout())
             .with_workdir(self.spec.repo_dir.clone())
             .with_output_cap(HEAD_BYTES, 0);
-        match self.container.exec(&request).await {
+        match self.exec_alive(&request).await.map(|(out, _)| out) {
             Ok(out) if out.success() && !out.truncated => Ran::Done {
                 observation: String::new(),
                 action: record(
@@ -652,7 +660,21 @@ impl Episode<'_> {
     /// Starts the container again when a command stopped it; the note for the agent, or `None`
     /// when it was running (or could not be started, which the next command finds).
     async fn revived(&self) -> Option<String> {
-        match self.container.running().await {
+        self.revived_within(Duration::ZERO).await
+    }
+
+    /// [`Episode::revived`], waiting up to `wait` for a container that is stopping to stop.
+    async fn revived_within(&self, wait: Duration) -> Option<String> {
+        let deadline = Instant::now() + wait;
+        let running = loop {
+            match self.container.running().await {
+                Ok(true) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => break other,
+            }
+        };
+        match running {
             Ok(true) | Err(_) => None,
             Ok(false) => match self.container.revive().await {
                 Ok(()) => Some(
@@ -668,6 +690,31 @@ impl Episode<'_> {
         }
     }
 
+    /// Runs `request` in a running container: one stopped by an earlier command is started
+    /// again first, and one that stops as the command starts (the engine refuses the exec, or
+    /// fails it) is started again and the command run once more. Returns the note for the agent
+    /// when the container was started again.
+    async fn exec_alive(
+        &self,
+        request: &ExecRequest,
+    ) -> swerve_sandbox::Result<(swerve_sandbox::ExecOutput, Option<String>)> {
+        let mut note = self.revived().await;
+        for _ in 0..2 {
+            match self.container.exec(request).await {
+                Ok(out) if !refused(&out) => return Ok((out, note)),
+                Ok(out) => match self.revived_within(STOPPING).await {
+                    Some(again) => note = Some(again),
+                    None => return Ok((out, note)),
+                },
+                Err(e) => match self.revived_within(STOPPING).await {
+                    Some(again) => note = Some(again),
+                    None => return Err(e),
+                },
+            }
+        }
+        self.container.exec(request).await.map(|out| (out, note))
+    }
+
     /// Ends the episode when the container's writes are past the disk limit.
     async fn check_disk(&self) -> Option<Ending> {
         let limit = self.limits().disk_bytes;
@@ -678,6 +725,21 @@ impl Episode<'_> {
             )),
             _ => None,
         }
+    }
+}
+
+/// How long a container that is stopping is given to stop before it is started again.
+const STOPPING: Duration = Duration::from_secs(10);
+
+/// Whether the engine refused to start the command because the container is stopping or gone:
+/// exit 126 with the runtime's words for it (runc's `cannot exec in a stopped state`,
+/// containerd's `task … not found`, Docker's `container … is not running`).
+fn refused(out: &swerve_sandbox::ExecOutput) -> bool {
+    out.exit_code == Some(126) && {
+        let text = out.text();
+        text.contains("cannot exec in a")
+            || (text.contains("task ") && text.contains("not found"))
+            || text.contains("is not running")
     }
 }
 

@@ -299,7 +299,7 @@ async fn prepare(
         LOOP_VERSION,
         &image_id,
         config.protocol.as_str(),
-        &policy.fingerprint(),
+        &policy.fingerprint(id),
         &format!("{:?} {:?}", config.limits, config.container),
         &repo_dir,
         &problem,

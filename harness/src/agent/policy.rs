@@ -35,9 +35,9 @@ pub enum PolicyError {
 /// Answers the turns of episodes; one policy serves every episode of a run, from several
 /// threads at once.
 pub trait Policy: Send + Sync {
-    /// A fingerprint of everything that decides the replies (model, sampling settings, a
-    /// script's digest): part of each trajectory's content key.
-    fn fingerprint(&self) -> String;
+    /// A fingerprint of everything that decides the replies to `instance_id`'s episode (model,
+    /// sampling settings, the script's replies for it): part of its trajectory's content key.
+    fn fingerprint(&self, instance_id: &str) -> String;
     /// The model's name for the predictions' `model_name_or_path`.
     fn model_name(&self) -> String;
     /// The reply to `request`.
@@ -212,7 +212,7 @@ pub(crate) fn parse_completion(reply: &Value) -> Result<Reply, String> {
 }
 
 impl Policy for Endpoint {
-    fn fingerprint(&self) -> String {
+    fn fingerprint(&self, _instance_id: &str) -> String {
         format!(
             "endpoint {} model {} sampling {:?}",
             self.url, self.model, self.sampling
@@ -259,7 +259,6 @@ impl Policy for Endpoint {
 /// {...}}]}`. A task whose replies run out ends as `env_error`.
 pub struct Scripted {
     name: String,
-    digest: String,
     replies: BTreeMap<String, Vec<Reply>>,
 }
 
@@ -288,11 +287,8 @@ impl Scripted {
                 .collect::<Result<Vec<_>, _>>()?;
             replies.insert(id.to_owned(), parsed);
         }
-        use sha2::Digest as _;
-        let digest = hex::encode(sha2::Sha256::digest(text.as_bytes()));
         Ok(Scripted {
             name: name.to_owned(),
-            digest,
             replies,
         })
     }
@@ -349,8 +345,12 @@ fn scripted_reply(value: &Value) -> Result<Reply, String> {
 }
 
 impl Policy for Scripted {
-    fn fingerprint(&self) -> String {
-        format!("script {}", self.digest)
+    fn fingerprint(&self, instance_id: &str) -> String {
+        let replies = self
+            .replies
+            .get(instance_id)
+            .map(|r| serde_json::to_string(r).expect("json"));
+        format!("script {}", replies.unwrap_or_default())
     }
 
     fn model_name(&self) -> String {

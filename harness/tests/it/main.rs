@@ -1,6 +1,7 @@
 //! harness's integration tests, one binary (one link of everything they use): a module per
 //! area.
 
+mod agent;
 mod cli;
 mod cli_reward;
 mod dataset_parquet;
