@@ -66,6 +66,14 @@ pub fn harbor_venv(what: &str) -> Option<PathBuf> {
     venv("harbor-venv", "harbor==0.26.0", what)
 }
 
+/// mini-swe-agent 2.4.6 and the `openai` client 3.63.0 from PyPI in a virtual environment of
+/// their own, `target/agent-venv`, made when missing by `scripts/agent-venv.sh` (which CI runs
+/// too): the environment's folder, or `None` when it cannot be made here (`what` is
+/// [`skip`]ped).
+pub fn agent_venv(what: &str) -> Option<PathBuf> {
+    venv("agent-venv", "mini-swe-agent==2.4.6 openai==3.63.0", what)
+}
+
 /// `scripts/<name>.sh target/<name>`: the folder it prints, or `None` (`what` skipped).
 fn venv(name: &str, package: &str, what: &str) -> Option<PathBuf> {
     let made = std::process::Command::new(repo_root().join(format!("scripts/{name}.sh")))

@@ -299,6 +299,15 @@ pub enum Error {
     /// ([`crate::data::Prompter::for_model`] loads the model's).
     #[error("prompt format `template` needs the model's chat template, and none was loaded")]
     NoChatTemplate,
+    /// `trainer serve` could not listen on its address or its server stopped on an error.
+    #[error("trainer serve on {address}")]
+    Serve {
+        /// The address (`host:port`).
+        address: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The device `--device` names is not available to this build or could not be opened.
     #[error("device {device}: {reason}")]
     Device {

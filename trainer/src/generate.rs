@@ -86,12 +86,44 @@ impl SamplingConfig {
 }
 
 /// Completions of a batch of prompts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Generation {
     /// New tokens per prompt, up to and including the first EOS.
     pub completions: Vec<Vec<u32>>,
     /// Whether each completion ended with an EOS (false: it hit `max_new_tokens`).
     pub finished: Vec<bool>,
+    /// Per completion token, its log-probability under the model's own distribution (the log
+    /// softmax of the raw logits, before the repetition penalty, temperature and truncation:
+    /// what vLLM reports by default); only when [`RowOptions::logprobs`] asks, else empty.
+    pub logprobs: Vec<Vec<f64>>,
+}
+
+/// Where each row's generator comes from in [`generate_rows`]: a seed and a row index of its own
+/// (a server's requests each with their seed, batched together), and how many of the most
+/// likely tokens to report per step.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowOptions {
+    /// `(seed, row)` per prompt: its generator is the one [`row_rng`] gives row `row` of a
+    /// call seeded `seed` with `first_row` 0. Empty: every row's as [`generate`] makes it.
+    pub seeds: Vec<(u64, u64)>,
+    /// Compute each sampled token's log-probability ([`Generation::logprobs`], left empty
+    /// otherwise: a log softmax over the vocabulary per row and step).
+    pub logprobs: bool,
+    /// The most likely tokens reported per step with their log-probabilities (0: none).
+    pub top_logprobs: usize,
+}
+
+/// Per completion token, the most likely tokens and their log-probabilities, most likely first.
+pub type TopLogprobs = Vec<Vec<Vec<(u32, f64)>>>;
+
+/// [`generate`] with per-row generators and the top log-probabilities per step.
+pub fn generate_rows<E: Dtype, D: Kernels<E>>(
+    model: &CausalLm<E, D>,
+    prompts: &[Vec<u32>],
+    config: &SamplingConfig,
+    options: &RowOptions,
+) -> Result<(Generation, TopLogprobs)> {
+    sample_rows(model, prompts, config, options, &mut |_, _| {})
 }
 
 /// Samples a completion for every prompt.
@@ -113,7 +145,7 @@ pub(crate) fn generate_streaming<E: Dtype, D: Kernels<E>>(
     config: &SamplingConfig,
     on_done: &mut dyn FnMut(usize, &[u32]),
 ) -> Result<Generation> {
-    let generation = sample_rows(model, prompts, config, on_done)?;
+    let (generation, _) = sample_rows(model, prompts, config, &RowOptions::default(), on_done)?;
     for (row, completion) in generation.completions.iter().enumerate() {
         if !generation.finished[row] {
             on_done(row, completion);
@@ -131,8 +163,9 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
     model: &CausalLm<E, D>,
     prompts: &[Vec<u32>],
     config: &SamplingConfig,
+    options: &RowOptions,
     on_done: &mut dyn FnMut(usize, &[u32]),
-) -> Result<Generation> {
+) -> Result<(Generation, TopLogprobs)> {
     config.validate()?;
     if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
         return Err(Error::Generation(GenerationError::EmptyPrompt));
@@ -153,14 +186,29 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
         }));
     }
     let rows = prompts.len();
-    let mut rngs: Vec<StdRng> = (0..rows).map(|r| row_rng(config, r)).collect();
+    let mut rngs: Vec<StdRng> = match options.seeds.as_slice() {
+        [] => (0..rows).map(|r| row_rng(config, r)).collect(),
+        seeds => {
+            assert_eq!(seeds.len(), rows, "one seed per prompt");
+            seeds
+                .iter()
+                .map(|&(seed, row)| StdRng::seed_from_u64(derive_seed(seed, 0, row)))
+                .collect()
+        }
+    };
     let mut completions = vec![Vec::new(); rows];
     let mut finished = vec![false; rows];
+    let mut logprobs = vec![Vec::new(); rows];
+    let mut top: TopLogprobs = vec![Vec::new(); rows];
     if config.max_new_tokens == 0 {
-        return Ok(Generation {
-            completions,
-            finished,
-        });
+        return Ok((
+            Generation {
+                completions,
+                finished,
+                logprobs,
+            },
+            top,
+        ));
     }
     let batch = TokenBatch::left_padded(prompts, config.pad_token_id)?;
     let mut cache = KvCache::new(rows);
@@ -179,25 +227,41 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
             .zip(&mut rngs)
             .map(|(&done, rng)| (!done && config.temperature != 0.0).then(|| rng.r#gen::<f64>()))
             .collect();
-        let sampled: Vec<Option<u32>> = (0..rows)
+        // Per running row: the token, its log-probability and the most likely tokens.
+        type Sampled = Option<(u32, f64, Vec<(u32, f64)>)>;
+        let sampled: Vec<Sampled> = (0..rows)
             .into_par_iter()
             .map(|row| {
                 let logits = &host[row * vocab..(row + 1) * vocab];
                 (!finished[row]).then(|| {
-                    if config.repetition_penalty == 1.0 {
+                    let token = if config.repetition_penalty == 1.0 {
                         sample_with(logits, config, draws[row])
                     } else {
                         let earlier = prompts[row].iter().chain(&completions[row]);
                         let penalised = repetition_penalty(logits, earlier, config);
                         sample_with(&penalised, config, draws[row])
-                    }
+                    };
+                    let (logprob, best) = if options.logprobs || options.top_logprobs > 0 {
+                        raw_logprobs(logits, token, options.top_logprobs)
+                    } else {
+                        (f64::NAN, Vec::new())
+                    };
+                    (token, logprob, best)
                 })
             })
             .collect();
         let mut next = vec![config.pad_token_id; rows];
         let mut live = vec![false; rows];
         for (row, token) in sampled.into_iter().enumerate() {
-            let Some(token) = token else { continue };
+            let Some((token, logprob, best)) = token else {
+                continue;
+            };
+            if options.logprobs {
+                logprobs[row].push(logprob);
+            }
+            if options.top_logprobs > 0 {
+                top[row].push(best);
+            }
             completions[row].push(token);
             finished[row] = config.eos_token_ids.contains(&token);
             if finished[row] {
@@ -212,10 +276,31 @@ fn sample_rows<E: Dtype, D: Kernels<E>>(
         let batch = TokenBatch::new(next, live, rows, 1)?;
         logits = model.forward_cached(&batch, &mut cache)?;
     }
-    Ok(Generation {
-        completions,
-        finished,
-    })
+    Ok((
+        Generation {
+            completions,
+            finished,
+            logprobs,
+        },
+        top,
+    ))
+}
+
+/// The log-probability of `token` under the log softmax of `logits`, and the `top` most likely
+/// tokens with theirs (most likely first).
+fn raw_logprobs(logits: &[f64], token: u32, top: usize) -> (f64, Vec<(u32, f64)>) {
+    let max = logits.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let log_total = max + logits.iter().map(|&x| (x - max).exp()).sum::<f64>().ln();
+    let best = if top == 0 {
+        Vec::new()
+    } else {
+        descending(logits)
+            .into_iter()
+            .take(top)
+            .map(|i| (i, logits[i as usize] - log_total))
+            .collect()
+    };
+    (logits[token as usize] - log_total, best)
 }
 
 /// `logits` with `transformers`' `RepetitionPenaltyLogitsProcessor` applied: the logit `x` of

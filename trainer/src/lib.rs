@@ -40,5 +40,7 @@ pub mod prompt;
 pub mod ranks;
 pub mod report;
 pub mod runtime;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub mod tokenizer;
 pub mod train;

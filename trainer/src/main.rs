@@ -56,6 +56,10 @@ enum Command {
     Demo(train_args::DemoArgs),
     /// Print a run's memory plan (peak memory on the device, item by item) without running it
     Plan(train_args::PlanArgs),
+    /// Serve a checkpoint over the OpenAI-compatible HTTP API (chat and text completions) for
+    /// agents; prints its URL on stdout once listening
+    #[cfg(feature = "serve")]
+    Serve(ServeArgs),
     /// A task of a Slurm job array of executions (`grpo --execute --executor slurm`; started by Slurm)
     #[cfg(feature = "execute")]
     #[command(hide = true)]
@@ -89,6 +93,32 @@ struct GenerateArgs {
     device: train_args::DeviceArgs,
 }
 
+#[cfg(feature = "serve")]
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    /// Checkpoint directory: config.json, weights, tokenizer.json, and its chat template
+    /// (chat_template.jinja or tokenizer_config.json) for /v1/chat/completions
+    #[arg(long)]
+    model: PathBuf,
+    /// A LoRA adapter to serve on top of --model (not supported by this build yet)
+    #[arg(long, value_name = "DIR")]
+    adapter: Option<PathBuf>,
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    /// Port to listen on (0: one the system picks)
+    #[arg(long, default_value_t = 8000)]
+    port: u16,
+    /// The model's name in the API (default: the --model path as given)
+    #[arg(long, value_name = "NAME")]
+    served_model_name: Option<String>,
+    /// Most sequences sampled in one batch (requests that sample alike are batched)
+    #[arg(long, default_value_t = 16, value_parser = swerve_cli::count)]
+    max_batch: usize,
+    #[command(flatten)]
+    device: train_args::DeviceArgs,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     swerve_cli::start(&cli.verbosity);
@@ -111,10 +141,34 @@ fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Predict(args) => train_args::run_predict(&args, verbosity)?,
         Command::Demo(args) => train_args::run_demo(&args, verbosity)?,
         Command::Plan(args) => train_args::run_plan(&args)?,
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => run_serve(&args)?,
         #[cfg(feature = "execute")]
         Command::ExecuteTask(args) => train_args::run_execute_task(&args)?,
     }
     Ok(Exit::Success)
+}
+
+#[cfg(feature = "serve")]
+fn run_serve(args: &ServeArgs) -> anyhow::Result<()> {
+    if let Some(adapter) = &args.adapter {
+        anyhow::bail!(
+            "--adapter {}: this build cannot load LoRA adapters yet; serve a merged checkpoint",
+            adapter.display()
+        );
+    }
+    let config = swerve_trainer::serve::ServeConfig {
+        model: args.model.clone(),
+        served_name: args
+            .served_model_name
+            .clone()
+            .unwrap_or_else(|| args.model.display().to_string()),
+        address: std::net::SocketAddr::new(args.host, args.port),
+        max_batch: args.max_batch,
+        device: args.device.device,
+    };
+    swerve_trainer::serve::serve(&config)?;
+    Ok(())
 }
 
 fn run_generate(args: &GenerateArgs) -> anyhow::Result<()> {

@@ -198,6 +198,71 @@ impl ChatTemplate {
             .map_err(|e| template_error(&self.path, "cannot render", &e))
     }
 
+    /// The conversation `messages` as the template writes it, each message an OpenAI chat
+    /// message as JSON (`role`, `content`, and `tool_calls` or `tool_call_id` where it has them),
+    /// with `tools` (OpenAI's list of function schemas) given to the template as `tools`. Tool
+    /// calls' `arguments` strings that hold a JSON object are given as that object, as
+    /// templates expect (they write them with `tojson`).
+    pub fn render_chat(
+        &self,
+        messages: &[serde_json::Value],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String> {
+        let messages: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                if let Some(calls) = m.get_mut("tool_calls").and_then(|c| c.as_array_mut()) {
+                    for call in calls {
+                        let target = match call.get_mut("function") {
+                            Some(function) => function,
+                            None => call,
+                        };
+                        if let Some(args) = target.get_mut("arguments")
+                            && let Some(parsed) = args
+                                .as_str()
+                                .and_then(|text| {
+                                    serde_json::from_str::<serde_json::Value>(text).ok()
+                                })
+                                .filter(serde_json::Value::is_object)
+                            {
+                                *args = parsed;
+                            }
+                    }
+                }
+                Value::from(minijinja::value::Serde(&m))
+            })
+            .collect();
+        let tools = match tools {
+            Some(t) => Value::from(minijinja::value::Serde(t)),
+            None => Value::from(()),
+        };
+        let mut context = BTreeMap::from([
+            ("messages", Value::from(messages)),
+            ("add_generation_prompt", Value::from(add_generation_prompt)),
+            ("tools", tools),
+            ("documents", Value::from(())),
+        ]);
+        for (name, token) in self.tokens.named() {
+            if let Some(token) = token {
+                context.insert(name, Value::from(token));
+            }
+        }
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .and_then(|t| t.render(Value::from(context)))
+            .map_err(|e| template_error(&self.path, "cannot render", &e))
+    }
+
+    /// Whether the template reads `tools` (it can show a model the tools it may call).
+    pub fn takes_tools(&self) -> bool {
+        self.env
+            .get_template(TEMPLATE_NAME)
+            .map(|t| t.undeclared_variables(false).contains("tools"))
+            .unwrap_or(false)
+    }
+
     /// The file the template came from (`tokenizer_config.json` or `chat_template.jinja`).
     pub fn path(&self) -> &Path {
         &self.path

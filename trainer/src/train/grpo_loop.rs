@@ -824,17 +824,24 @@ fn gather(
     if ranks.world_size() == 1 {
         return Ok((generation, per_func));
     }
-    let shares = ranks.gather((generation.completions, generation.finished, per_func))?;
+    let shares = ranks.gather((
+        generation.completions,
+        generation.finished,
+        generation.logprobs,
+        per_func,
+    ))?;
     let mut all = (
         Generation {
             completions: Vec::new(),
             finished: Vec::new(),
+            logprobs: Vec::new(),
         },
         Vec::new(),
     );
-    for (completions, finished, per_func) in shares {
+    for (completions, finished, logprobs, per_func) in shares {
         all.0.completions.extend(completions);
         all.0.finished.extend(finished);
+        all.0.logprobs.extend(logprobs);
         all.1.extend(per_func);
     }
     Ok(all)
