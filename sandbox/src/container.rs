@@ -222,7 +222,7 @@ impl std::fmt::Debug for Container {
 }
 
 /// A token unique within this host for marking one exec's processes.
-fn exec_token() -> String {
+pub(crate) fn exec_token() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -235,7 +235,7 @@ fn exec_token() -> String {
     )
 }
 
-fn env_pairs(env: &[(String, String)]) -> Vec<String> {
+pub(crate) fn env_pairs(env: &[(String, String)]) -> Vec<String> {
     env.iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 
@@ -535,6 +535,66 @@ impl Container {
         }
     }
 
+    /// Create and start an exec with stdin, stdout and stderr attached (a [`crate::Session`]'s
+    /// shell); returns its id, its output and its input.
+    pub(crate) async fn start_attached_exec(
+        &self,
+        cmd: Vec<String>,
+        env: Vec<String>,
+        workdir: Option<String>,
+    ) -> Result<(
+        String,
+        std::pin::Pin<
+            Box<
+                dyn futures_util::Stream<
+                        Item = std::result::Result<
+                            bollard::container::LogOutput,
+                            bollard::errors::Error,
+                        >,
+                    > + Send,
+            >,
+        >,
+        std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    )> {
+        let docker = &self.client.docker;
+        let limit = self.client.config.timeouts.api;
+        let options = CreateExecOptions {
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            cmd: Some(cmd),
+            env: Some(env),
+            working_dir: workdir,
+            ..Default::default()
+        };
+        let exec = within(
+            limit,
+            "create exec",
+            &self.id,
+            docker.create_exec(&self.id, options),
+        )
+        .await?
+        .map_err(|e| self.exec_error(e))?;
+        let started = within(
+            limit,
+            "start exec",
+            &self.id,
+            docker.start_exec(&exec.id, Some(StartExecOptions::default())),
+        )
+        .await?
+        .map_err(|e| self.exec_error(e))?;
+        match started {
+            StartExecResults::Attached { output, input } => Ok((exec.id, output, input)),
+            StartExecResults::Detached => {
+                Err(self.exec_error(DockerError::other("the engine started the exec detached")))
+            }
+        }
+    }
+
+    pub(crate) fn exec_failed(&self, e: impl Into<DockerError>) -> Error {
+        self.exec_error(e)
+    }
+
     /// Run a command and wait for it, up to `request.timeout`.
     ///
     /// The command runs as `timeout -s KILL <limit + 5 s> CMD...` (so the image needs a
@@ -658,7 +718,7 @@ impl Container {
 
     /// Kill every process whose environment holds the exec's token, and the process group of
     /// each. Failures are logged: the container's removal kills everything anyway.
-    async fn kill_exec(&self, token: &str) {
+    pub(crate) async fn kill_exec(&self, token: &str) {
         // Field 5 of /proc/PID/stat is the process group; the command name before it is in
         // parentheses and may contain spaces, so the fields are counted after the last ") ".
         // dash's `kill` takes `-9 -PGID` but not `--` or `-s KILL -PGID`.

@@ -36,6 +36,7 @@ mod leaks;
 mod limits;
 mod repo;
 mod sandbox;
+mod session;
 
 pub use base::{BaseRecipe, apt_mirror};
 pub use container::{
@@ -49,3 +50,4 @@ pub use leaks::HistoryLeaks;
 pub use limits::{Limits, Network};
 pub use repo::RepoSource;
 pub use sandbox::{Sandbox, SandboxConfig, Timeouts};
+pub use session::{Session, SessionSpec};

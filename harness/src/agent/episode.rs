@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use swerve_sandbox::{Container, ContainerSpec, ExecRequest, Limits, Sandbox};
+use swerve_sandbox::{
+    Container, ContainerSpec, ExecRequest, Limits, Sandbox, Session, SessionSpec,
+};
 
 use super::EpisodeLimits;
 use super::editor::{Editor, ToolAnswer};
@@ -58,6 +60,8 @@ struct Episode<'a> {
     /// Characters added to the conversation since the model last counted its prompt.
     unsent_chars: u64,
     editor: Editor,
+    /// The shell that runs the agent's commands (opened at the first, again after one broke).
+    session: Option<Session>,
 }
 
 /// How an episode ended.
@@ -132,6 +136,7 @@ pub(crate) async fn run_episode(
         context_tokens: 0,
         unsent_chars,
         editor: Editor::default(),
+        session: None,
     };
     let end = episode.run(&policy).await;
     let Episode {
@@ -553,16 +558,7 @@ impl Episode<'_> {
     /// Runs a shell command as the agent's action.
     async fn bash(&mut self, command: &str) -> Ran {
         let timeout = self.command_timeout();
-        let blocks = self.limits().file_bytes.div_ceil(1024);
-        let script = format!("ulimit -f {blocks} 2>/dev/null\n{command}");
-        let request = ExecRequest::new(["bash", "-c", &script])
-            .with_timeout(timeout)
-            .with_workdir(self.spec.repo_dir.clone())
-            .with_output_cap(HEAD_BYTES, TAIL_BYTES);
-        let request = ENV.iter().fold(request, |r, (k, v)| r.with_env(*k, *v));
-        // A container stopped by an earlier command (its init killed) is started again first;
-        // one that stops as the command starts is started again and the command run once more.
-        let (out, note) = match self.exec_alive(&request).await {
+        let (out, note) = match self.in_session(command, timeout).await {
             Ok(done) => done,
             Err(e) => return self.recover("bash", command, &e).await,
         };
@@ -687,6 +683,74 @@ impl Episode<'_> {
                     None
                 }
             },
+        }
+    }
+
+    /// Runs an agent's command in the episode's shell session (`swerve_sandbox::Session`: a
+    /// fresh `bash -c` per command, with the file-size limit and the agent's environment). A
+    /// container stopped by an earlier command (its init killed) is started again first and a
+    /// new session opened; a command that ends the session (it killed the session's shell, or
+    /// the container's init) is not run again: the agent is told, and the next command gets a
+    /// new session. Returns the note for the agent when one is due.
+    async fn in_session(
+        &mut self,
+        command: &str,
+        timeout: Duration,
+    ) -> swerve_sandbox::Result<(swerve_sandbox::ExecOutput, Option<String>)> {
+        let mut note = self.revived().await;
+        if note.is_some() {
+            self.session = None;
+        }
+        if self.session.is_none() {
+            let spec = SessionSpec {
+                env: ENV
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                workdir: Some(self.spec.repo_dir.clone()),
+                file_bytes: Some(self.limits().file_bytes),
+            };
+            let opened = match self.container.session(&spec).await {
+                Ok(session) => session,
+                Err(e) => match self.revived_within(STOPPING).await {
+                    Some(again) => {
+                        note = Some(again);
+                        self.container.session(&spec).await?
+                    }
+                    None => return Err(e),
+                },
+            };
+            self.session = Some(opened);
+        }
+        let session = self.session.as_mut().expect("opened above");
+        let started = Instant::now();
+        match session
+            .run(&self.container, command, timeout, HEAD_BYTES, TAIL_BYTES)
+            .await
+        {
+            Ok(out) => Ok((out, note)),
+            Err(e) => {
+                tracing::debug!(error = %e, "the agent's shell session ended");
+                self.session = None;
+                let why = self
+                    .revived_within(Duration::from_secs(2))
+                    .await
+                    .unwrap_or_else(|| {
+                        "<warning>The command ended the shell that runs commands; a new one runs \
+                         the next command.</warning>"
+                            .to_owned()
+                    });
+                let ended = swerve_sandbox::ExecOutput {
+                    exit_code: None,
+                    output: Vec::new(),
+                    timed_out: false,
+                    truncated: false,
+                    tail: Vec::new(),
+                    elided_bytes: 0,
+                    elapsed: started.elapsed(),
+                };
+                Ok((ended, Some(why)))
+            }
         }
     }
 

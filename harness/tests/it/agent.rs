@@ -326,6 +326,9 @@ fn agent_commands_are_contained_and_cannot_reach_the_fix() {
         "echo ALIVE_AFTER_BOMB",
         "kill 1; sleep 2",
         "echo ALIVE_AFTER_INIT; ls big.bin",
+        // The shell that runs the commands (the parent of the command's `timeout`).
+        "kill -9 $(cut -d' ' -f4 /proc/$PPID/stat)",
+        "echo ALIVE_AFTER_SHELL",
         "for i in $(seq 1 12); do head -c 7M /dev/urandom > f$i.bin; done; echo wrote",
         "echo never-run",
     ];
@@ -376,14 +379,22 @@ fn agent_commands_are_contained_and_cannot_reach_the_fix() {
         obs(5)
     );
     assert!(obs(7).contains("ALIVE_AFTER_BOMB"), "{}", obs(7));
+    // Killing the container's init stops it: it is started again (files kept) and the agent told;
+    // the next command runs.
+    assert!(
+        obs(8).contains("It was started again: files are kept"),
+        "{}",
+        obs(8)
+    );
     assert!(obs(9).contains("ALIVE_AFTER_INIT\nbig.bin"), "{}", obs(9));
     assert!(
-        obs(9).contains("It was started again: files are kept"),
+        obs(10).contains("The command ended the shell"),
         "{}",
-        obs(9)
+        obs(10)
     );
+    assert!(obs(11).contains("ALIVE_AFTER_SHELL"), "{}", obs(11));
     assert_eq!(t["reason"], "disk_limit", "{}", t["detail"]);
-    assert_eq!(t["steps"], 11);
+    assert_eq!(t["steps"], 13);
     assert!(ctx.leftover_containers(&ctx.run_id).is_empty());
 }
 

@@ -6,55 +6,15 @@
 //! through both protocols — with a tiny random-weight checkpoint that has a chat template.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use dfdx::prelude::Cpu;
 use serde_json::{Value, json};
 use swerve_tests::cli::workspace_binary;
-use swerve_trainer::model::{CausalLm, ModelConfig, ModelParams};
 
-/// A tiny random-weight Qwen2 checkpoint with the project's tokenizer, Qwen2.5's chat template
-/// (it shows tools and takes tool calls) and a 4,096-token context, written to `dir`.
-fn chat_model(dir: &Path) -> PathBuf {
-    let trainer = swerve_tests::repo_root().join("trainer");
-    let mut config: Value = serde_json::from_str(
-        &fs_err::read_to_string(trainer.join("assets/tiny/config.json")).expect("config"),
-    )
-    .expect("json");
-    config["max_position_embeddings"] = json!(4096);
-    let config = ModelConfig::from_json(config).expect("model config");
-    let dev = Cpu::default();
-    let model: CausalLm<f32, Cpu> =
-        CausalLm::new(config.clone(), ModelParams::random(&config, &dev, 7, 0.02));
-    let model_dir = dir.join("tiny-chat");
-    swerve_trainer::checkpoint::save(
-        &model_dir,
-        &model,
-        Some(&trainer.join("assets/tiny/tokenizer.json")),
-        None,
-        None,
-    )
-    .expect("checkpoint");
-    let qwen: Value = serde_json::from_str(
-        &fs_err::read_to_string(
-            trainer.join("tests/data/chat_templates/qwen2.5-instruct/tokenizer_config.json"),
-        )
-        .expect("template fixture"),
-    )
-    .expect("json");
-    let tokenizer_config = json!({
-        "chat_template": qwen["chat_template"],
-        "eos_token": "<|endoftext|>",
-        "pad_token": "<|pad|>",
-    });
-    fs_err::write(
-        model_dir.join("tokenizer_config.json"),
-        tokenizer_config.to_string(),
-    )
-    .expect("tokenizer_config.json");
-    model_dir
-}
+#[path = "../../examples/tiny_chat_model.rs"]
+mod tiny_chat_model;
+use tiny_chat_model::chat_model;
 
 /// A running `trainer serve`, stopped on drop.
 struct Server {

@@ -226,9 +226,9 @@ impl ChatTemplate {
                                     serde_json::from_str::<serde_json::Value>(text).ok()
                                 })
                                 .filter(serde_json::Value::is_object)
-                            {
-                                *args = parsed;
-                            }
+                        {
+                            *args = parsed;
+                        }
                     }
                 }
                 Value::from(minijinja::value::Serde(&m))
