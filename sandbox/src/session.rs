@@ -234,7 +234,8 @@ mod tests {
     #[test]
     fn the_sentinel_is_found_with_its_status_and_only_with_the_nonce() {
         let text = b"out\nmore\n\nabc 17\nlate";
-        assert_eq!(find_sentinel(text, "abc"), Some((8, 17, 16)));
+        assert_eq!(find_sentinel(text, "abc"), Some((9, 17, 17)));
+        assert_eq!(&text[17..], b"late");
         assert_eq!(find_sentinel(text, "abd"), None);
         assert_eq!(
             find_sentinel(b"\nabc 1", "abc"),
