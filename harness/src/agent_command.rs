@@ -258,6 +258,7 @@ pub(crate) fn agent(args: AgentArgs, verbosity: &Verbosity) -> anyhow::Result<Ex
             .parent()
             .map_or_else(String::new, |p| p.display().to_string())
     );
+    eprintln!("HTML page written to {}", summary.page_file.display());
     println!("{}", summary.predictions.display());
     Ok(Exit::Success)
 }

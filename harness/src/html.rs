@@ -232,7 +232,7 @@ pub(crate) fn anchor(instance_id: &str) -> String {
         .collect()
 }
 
-const STYLE: &str = "
+pub(crate) const STYLE: &str = "
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:2rem auto;max-width:72rem;
 padding:0 1rem;color:#1b1f24;line-height:1.4}
 h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #d0d7de;padding-bottom:.2rem}
@@ -474,7 +474,7 @@ fn shown_log(text: &str, file: &Path) -> (String, Option<String>) {
 }
 
 /// A unified diff with added, removed and hunk-header lines marked.
-fn render_patch(h: &mut String, patch: &str) {
+pub(crate) fn render_patch(h: &mut String, patch: &str) {
     h.push_str("<pre class=\"patch\">");
     for line in patch.split_inclusive('\n') {
         let class = if line.starts_with("+++") || line.starts_with("---") {

@@ -17,6 +17,7 @@
 
 mod editor;
 mod episode;
+mod page;
 pub mod policy;
 pub mod protocol;
 pub mod trajectory;
@@ -132,6 +133,8 @@ pub struct AgentSummary {
     pub predictions: PathBuf,
     /// The run's summary file (`agent.json` in the run's log folder).
     pub summary_file: PathBuf,
+    /// The run's HTML page (beside the predictions, `.html` for `.jsonl`).
+    pub page_file: PathBuf,
 }
 
 impl AgentSummary {
@@ -382,6 +385,12 @@ fn finish(
         "predictions": config.predictions.display().to_string(),
     });
     write_json(&summary_file, &value)?;
+    let page_file = config.predictions.with_extension("html");
+    let shown: Vec<&Trajectory> = episodes.iter().map(|(t, _)| t).collect();
+    crate::run::write(
+        &page_file,
+        &page::render(&config.run_id, model, config.protocol.as_str(), &shown),
+    )?;
     Ok(AgentSummary {
         episodes: episodes
             .iter()
@@ -394,5 +403,6 @@ fn finish(
             .collect(),
         predictions: config.predictions.clone(),
         summary_file,
+        page_file,
     })
 }

@@ -196,6 +196,23 @@ fn scripted_gold_episodes_resolve_in_harness_run_and_empty_ones_do_not() {
                 .starts_with("diff --git")
         );
     }
+    // The run's page shows every episode turn by turn, escaped.
+    let page = std::fs::read_to_string(ctx.path().join("gold.html")).expect("the agent's page");
+    assert!(
+        page.contains("<tr data-key=\"submitted\"><th>submitted</th><td class=\"count\">13</td>")
+    );
+    for (id, _) in &gold {
+        assert!(
+            page.contains(&format!("id=\"{id}\" data-reason=\"submitted\"")),
+            "{id}"
+        );
+    }
+    assert!(page.contains("<div class=\"turn\" data-turn=\"3\">"));
+    assert!(page.contains("Turn 1 · format error"));
+    assert!(
+        page.contains("&lt;&lt;&#39;SWERVE_EOF&#39;"),
+        "heredocs are escaped"
+    );
     let report = ctx.grade("gold.jsonl", "gold-agent", &ctx.run_id);
     assert_eq!(report["resolved_instances"], rows.len(), "{report}");
 
