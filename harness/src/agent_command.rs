@@ -34,16 +34,16 @@ pub(crate) struct AgentArgs {
     output: Option<PathBuf>,
     /// The base URL of an OpenAI-compatible API (vLLM, SGLang, llama.cpp, `trainer serve`, a
     /// hosted API), e.g. `http://127.0.0.1:8000/v1`
-    #[arg(
-        long,
-        value_name = "URL",
-        required_unless_present = "script",
-        conflicts_with = "script"
-    )]
+    #[arg(long, value_name = "URL", conflicts_with = "script")]
     endpoint: Option<String>,
-    /// The model's name (sent to the endpoint, and the predictions' `model_name_or_path`)
-    #[arg(long, value_name = "NAME")]
+    /// With --endpoint: the model's name (sent to the endpoint, and the predictions'
+    /// `model_name_or_path`). Alone: a swerve checkpoint folder, served by `trainer serve` (the
+    /// `trainer` binary beside this one, else on PATH) on --device for the run's length
+    #[arg(long, value_name = "NAME|DIR")]
     model: Option<String>,
+    /// The device a checkpoint given with --model DIR runs on: cpu, or cuda / cuda:N
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// Environment variable holding the API key (sent as a bearer token when set)
     #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
     api_key_env: String,
@@ -169,6 +169,8 @@ pub(crate) fn agent(args: AgentArgs, verbosity: &Verbosity) -> anyhow::Result<Ex
     if args.run_id.is_empty() {
         bail!("--run-id must be non-empty");
     }
+    // A checkpoint's server lives as long as the run (dropped at the end of this function).
+    let mut local: Option<LocalServer> = None;
     let policy: Arc<dyn Policy> = match (&args.endpoint, &args.script) {
         (Some(url), None) => {
             let Some(model) = &args.model else {
@@ -200,7 +202,38 @@ pub(crate) fn agent(args: AgentArgs, verbosity: &Verbosity) -> anyhow::Result<Ex
                     .with_context(|| format!("--script {}", path.display()))?,
             )
         }
-        _ => bail!("give either --endpoint URL --model NAME or --script FILE"),
+        (None, None) => match args.model.as_deref().map(PathBuf::from) {
+            Some(dir) if dir.join("config.json").is_file() => {
+                let server = LocalServer::start(&dir, &args.device)?;
+                let name = server.name.clone();
+                let sampling = Sampling {
+                    temperature: args.temperature,
+                    top_p: args.top_p,
+                    max_tokens: args.max_tokens,
+                    seed: args.seed,
+                    // The server is swerve's own: the sampled ids always come back.
+                    token_ids: true,
+                };
+                let url = server.url.clone();
+                local = Some(server);
+                Arc::new(Endpoint::new(
+                    &url,
+                    &name,
+                    None,
+                    sampling,
+                    Duration::from_secs(args.request_timeout),
+                ))
+            }
+            Some(dir) => bail!(
+                "--model {}: not a checkpoint folder (no config.json); give --endpoint URL with \
+                 --model NAME for a model behind a server",
+                dir.display()
+            ),
+            None => {
+                bail!("give --endpoint URL --model NAME, --model CHECKPOINT_DIR, or --script FILE")
+            }
+        },
+        (Some(_), Some(_)) => unreachable!("clap refuses --endpoint with --script"),
     };
     let source = args.dataset.resolve()?;
     let model = policy.model_name();
@@ -260,5 +293,64 @@ pub(crate) fn agent(args: AgentArgs, verbosity: &Verbosity) -> anyhow::Result<Ex
     );
     eprintln!("HTML page written to {}", summary.page_file.display());
     println!("{}", summary.predictions.display());
+    drop(local);
     Ok(Exit::Success)
+}
+
+/// `trainer serve` on a checkpoint for the run's length, stopped on drop.
+struct LocalServer {
+    child: std::process::Child,
+    url: String,
+    name: String,
+}
+
+impl LocalServer {
+    fn start(dir: &std::path::Path, device: &str) -> anyhow::Result<LocalServer> {
+        use std::io::BufRead as _;
+        let beside = std::env::current_exe()
+            .ok()
+            .map(|exe| exe.with_file_name("trainer"))
+            .filter(|p| p.is_file());
+        let trainer = beside.unwrap_or_else(|| PathBuf::from("trainer"));
+        let name = dir
+            .file_name()
+            .map_or_else(|| "model".to_owned(), |n| n.to_string_lossy().into_owned());
+        let mut child = std::process::Command::new(&trainer)
+            .args(["serve", "--port", "0", "-q", "--served-model-name", &name])
+            .args(["--device", device, "--model"])
+            .arg(dir)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "cannot start `{} serve` for --model {}",
+                    trainer.display(),
+                    dir.display()
+                )
+            })?;
+        let mut line = String::new();
+        let read =
+            std::io::BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line);
+        if read.is_err() || !line.starts_with("http://") {
+            let _ = child.kill();
+            let status = child.wait().ok();
+            bail!(
+                "`trainer serve --model {}` did not start (exit {status:?}); its error is above",
+                dir.display()
+            );
+        }
+        tracing::info!(url = %line.trim(), "serving the checkpoint");
+        Ok(LocalServer {
+            child,
+            url: line.trim().to_owned(),
+            name,
+        })
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -271,9 +271,17 @@ fn mini_swe_agent_and_harness_agent_run_episodes_on_trainer_serve() {
     );
     assert_eq!(out["roles"][0], "system");
 
-    // harness agent on the same server, through both protocols.
-    for protocol in ["text", "tools"] {
-        let run_id = format!("serve-{protocol}-{}", std::process::id());
+    // harness agent on the same server through both protocols, and on the checkpoint itself
+    // (`--model DIR`: harness starts its own `trainer serve`).
+    let model_dir = model.display().to_string();
+    let endpoint = ["--endpoint", &server.url, "--model", "tiny", "--token-ids"];
+    let backends: [(&str, &str, &[&str]); 3] = [
+        ("text", "tiny", &endpoint),
+        ("tools", "tiny", &endpoint),
+        ("text", "tiny-chat", &["--model", &model_dir]),
+    ];
+    for (n, (protocol, name, backend)) in backends.into_iter().enumerate() {
+        let run_id = format!("serve-{n}-{}", std::process::id());
         let ran = Command::new(&harness)
             .args([
                 "agent",
@@ -285,7 +293,7 @@ fn mini_swe_agent_and_harness_agent_run_episodes_on_trainer_serve() {
                 &run_id,
                 "-q",
             ])
-            .args(["--endpoint", &server.url, "--model", "tiny", "--token-ids"])
+            .args(backend)
             .args([
                 "--max-tokens",
                 "24",
@@ -308,7 +316,7 @@ fn mini_swe_agent_and_harness_agent_run_episodes_on_trainer_serve() {
             .path()
             .join("logs/agent")
             .join(&run_id)
-            .join("tiny")
+            .join(name)
             .join(id)
             .join("trajectory.json");
         let t: Value = serde_json::from_str(&fs_err::read_to_string(&path).expect("trajectory"))
