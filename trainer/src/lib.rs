@@ -27,6 +27,8 @@
 //! model zoo: other architectures, RoPE scaling and quantised weights are rejected with an
 //! [`error::Error`] naming the config field.
 
+#[cfg(feature = "execute")]
+pub mod agent;
 pub mod checkpoint;
 pub mod commands;
 pub mod data;

@@ -338,3 +338,104 @@ fn mini_swe_agent_and_harness_agent_run_episodes_on_trainer_serve() {
         assert_eq!(turn["completion_tokens"].as_u64(), Some(ids.len() as u64));
     }
 }
+
+#[test]
+fn a_checkpoint_in_process_answers_agent_turns_with_its_sampled_ids() {
+    use swerve_harness::agent::{self, AgentConfig, AgentProgress, EndReason, Protocol};
+    use swerve_harness::execution::DatasetSource;
+    use swerve_trainer::agent::ModelPolicy;
+    use swerve_trainer::generate::SamplingConfig;
+    struct Silent;
+    impl AgentProgress for Silent {
+        fn message(&self, _: &str) {}
+        fn start(&self, _: usize, _: usize) {}
+        fn done(&self, _: &str, _: EndReason) {}
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = chat_model(dir.path());
+    let sampling = SamplingConfig {
+        temperature: 1.0,
+        max_new_tokens: 24,
+        seed: 3,
+        ..SamplingConfig::default()
+    };
+    let policy = std::sync::Arc::new(
+        ModelPolicy::load(
+            &model,
+            &dfdx::prelude::Cpu::default(),
+            "in-process",
+            sampling,
+        )
+        .expect("the checkpoint loads"),
+    );
+    let tokenizer = swerve_trainer::tokenizer::Tokenizer::from_file(&model.join("tokenizer.json"))
+        .expect("tokenizer");
+    let id = "swerve__inicfg-3";
+    let mut source = DatasetSource::resolve("swerve-mini", "test", None).expect("rows");
+    source.filter(&[id.to_owned()]).expect("the row");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let mut turns = Vec::new();
+    for (run, protocol) in [
+        ("a", Protocol::Text),
+        ("b", Protocol::Text),
+        ("c", Protocol::Tools),
+    ] {
+        let config = AgentConfig {
+            run_id: format!("in-process-{run}-{}", std::process::id()),
+            source: source.clone(),
+            protocol,
+            limits: agent::EpisodeLimits {
+                steps: 3,
+                ..Default::default()
+            },
+            container: Default::default(),
+            max_workers: 1,
+            log_root: dir.path().join("logs"),
+            predictions: dir.path().join(format!("{run}.jsonl")),
+        };
+        let summary = runtime
+            .block_on(agent::run(&config, policy.clone(), &Silent))
+            .expect("the run");
+        let episode = &summary.episodes[0];
+        assert!(
+            [
+                EndReason::FormatErrors,
+                EndReason::StepLimit,
+                EndReason::Submitted
+            ]
+            .contains(&episode.reason),
+            "{episode:?}"
+        );
+        let path = agent::model_dir(&config.log_root, &config.run_id, "in-process")
+            .join(id)
+            .join(agent::TRAJECTORY_FILE);
+        let t: Value =
+            serde_json::from_str(&fs_err::read_to_string(path).expect("trajectory")).expect("json");
+        let first = t["turns"][0]["reply"].clone();
+        let ids: Vec<u32> = first["token_ids"]
+            .as_array()
+            .expect("the sampled ids")
+            .iter()
+            .map(|v| v.as_u64().expect("id") as u32)
+            .collect();
+        assert_eq!(
+            first["logprobs"].as_array().expect("logprobs").len(),
+            ids.len()
+        );
+        if protocol == Protocol::Text {
+            // The text is the sampled ids decoded, never ids re-encoded from text.
+            assert_eq!(
+                first["content"],
+                tokenizer.decode(&ids, true).expect("decodes")
+            );
+        }
+        let replies: Vec<Value> = t["turns"]
+            .as_array()
+            .expect("turns")
+            .iter()
+            .map(|turn| turn["reply"].clone())
+            .collect();
+        turns.push(replies);
+    }
+    assert_eq!(turns[0], turns[1], "an episode replays the same");
+}

@@ -1,9 +1,11 @@
 //! The loop closed on the project's own fixture (`swerve_tests::environments`): `curate run`
 //! makes tasks from events and mirrors, `curate validate` makes them executable rows, and the
-//! three consumers run those rows as written — `harness run --dataset OUT/instances.jsonl
-//! --predictions gold` resolves every row and empty patches none, `trainer grpo --execute
-//! --plugin tests-fixed` takes a step on them, and SWE-bench 5.0.2's own harness grades them on
-//! the images swerve built with the same `report.json` files.
+//! consumers run those rows as written — `harness run --dataset OUT/instances.jsonl
+//! --predictions gold` resolves every row and empty patches none, `harness agent` with a
+//! scripted agent that applies each fix in the row's container submits patches `harness run`
+//! resolves, `trainer grpo --execute --plugin tests-fixed` takes a step on them, and SWE-bench
+//! 5.0.2's own harness grades them on the images swerve built with the same `report.json`
+//! files.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -152,6 +154,17 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
         );
     }
 
+    // harness agent: a scripted agent that applies each row's fix in the row's container submits
+    // patches that `harness run` resolves.
+    let patches = agent_gold(&rows, dir.path());
+    let agent = harness_run(&rows, &runs, "agent", |id| patches[id].clone());
+    for id in KEPT {
+        assert!(
+            resolved(&agent, id),
+            "{id}: the agent's submission not resolved"
+        );
+    }
+
     swebench_agrees(
         &rows,
         &out.join(swerve_curate::validate::TASK_REPO),
@@ -211,6 +224,62 @@ fn curated_tasks_become_rows_that_harness_trainer_and_swebench_run() {
     )
     .unwrap();
     assert_eq!(steps, 1);
+}
+
+/// `harness agent` on `rows` with recorded replies (write the row's fix with a heredoc and
+/// `git apply` it, then submit by mini-swe-agent's sentinel); every episode must submit. Returns
+/// the submitted patches by instance id.
+fn agent_gold(rows: &Path, dir: &Path) -> std::collections::BTreeMap<String, String> {
+    use swerve_harness::agent::{self, AgentConfig, AgentProgress, EndReason, Protocol, Scripted};
+    struct Silent;
+    impl AgentProgress for Silent {
+        fn message(&self, _: &str) {}
+        fn start(&self, _: usize, _: usize) {}
+        fn done(&self, _: &str, _: EndReason) {}
+    }
+    let command = |c: &str| format!("THOUGHT: next.\n\n```mswea_bash_command\n{c}\n```");
+    let script: String = swerve_swebench::dataset::read_rows(rows)
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let patch = r.patch.unwrap();
+            let fix = format!(
+                "cat > /tmp/fix.diff <<'SWERVE_EOF'\n{patch}SWERVE_EOF\ngit apply /tmp/fix.diff"
+            );
+            let submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached";
+            serde_json::json!({"instance_id": r.instance_id, "replies": [command(&fix), command(submit)]})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let script_file = dir.join("agent-gold.jsonl");
+    fs_err::write(&script_file, script).unwrap();
+    let config = AgentConfig {
+        run_id: "agent-gold".to_owned(),
+        source: DatasetSource::resolve(rows.to_str().unwrap(), "test", None).unwrap(),
+        protocol: Protocol::Text,
+        limits: Default::default(),
+        container: Default::default(),
+        max_workers: 2,
+        log_root: dir.join("agent-logs"),
+        predictions: dir.join("agent-gold.predictions.jsonl"),
+    };
+    let policy = std::sync::Arc::new(Scripted::read(&script_file, "gold-agent").unwrap());
+    let summary = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(agent::run(&config, policy, &Silent))
+        .unwrap();
+    for episode in &summary.episodes {
+        assert_eq!(episode.reason, EndReason::Submitted, "{episode:?}");
+    }
+    fs_err::read_to_string(&summary.predictions)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let p: Prediction = serde_json::from_str(line).unwrap();
+            (p.instance_id, p.model_patch.unwrap_or_default())
+        })
+        .collect()
 }
 
 /// SWE-bench 5.0.2 in its own virtual environment: `swebench dataset check` accepts the task

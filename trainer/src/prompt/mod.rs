@@ -21,6 +21,7 @@
 //! sequences; it uses the answer, so it is for warm-up and demonstrations, not for evaluation.
 
 pub mod chat_template;
+pub mod tool_calls;
 
 use std::collections::BTreeMap;
 

@@ -360,7 +360,7 @@ async fn chat_answer(app: &App, body: &[u8]) -> std::result::Result<Value, ApiEr
         .enumerate()
         .map(|(i, c)| {
             let (content, calls) = if tools.is_some() {
-                tool_calls(&c.text)
+                crate::prompt::tool_calls::parse(&c.text)
             } else {
                 (c.text.clone(), Vec::new())
             };
@@ -395,52 +395,6 @@ async fn chat_answer(app: &App, body: &[u8]) -> std::result::Result<Value, ApiEr
         answer["prompt_token_ids"] = json!(ids);
     }
     Ok(answer)
-}
-
-/// The tool calls in a reply, written as the Hermes format that Qwen's and other templates
-/// teach (`<tool_call>{"name": ..., "arguments": {...}}</tool_call>`), and the text around them.
-/// A block that is not such JSON stays in the text.
-fn tool_calls(text: &str) -> (String, Vec<Value>) {
-    const OPEN: &str = "<tool_call>";
-    const CLOSE: &str = "</tool_call>";
-    let mut rest = text;
-    let mut kept = String::new();
-    let mut calls = Vec::new();
-    while let Some(start) = rest.find(OPEN) {
-        let after = &rest[start + OPEN.len()..];
-        let Some(end) = after.find(CLOSE) else {
-            break;
-        };
-        let body = after[..end].trim();
-        let parsed = serde_json::from_str::<Value>(body).ok().and_then(|v| {
-            let name = v.get("name")?.as_str()?.to_owned();
-            let arguments = match v.get("arguments") {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => "{}".to_owned(),
-            };
-            Some((name, arguments))
-        });
-        match parsed {
-            Some((name, arguments)) => {
-                kept.push_str(&rest[..start]);
-                calls.push(json!({
-                    "id": format!("call_{}", calls.len()),
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }));
-            }
-            None => kept.push_str(&rest[..start + OPEN.len() + end + CLOSE.len()]),
-        }
-        rest = &after[end + CLOSE.len()..];
-    }
-    kept.push_str(rest);
-    let content = if calls.is_empty() {
-        kept
-    } else {
-        kept.trim().to_owned()
-    };
-    (content, calls)
 }
 
 fn chat_logprobs(app: &App, c: &Choice, params: &Params) -> Value {
@@ -569,27 +523,4 @@ async fn completions_answer(app: &App, body: &[u8]) -> std::result::Result<Value
         answer["prompt_token_ids"] = json!(ids);
     }
     Ok(answer)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hermes_blocks_become_tool_calls_and_the_rest_stays_text() {
-        let (text, calls) = tool_calls(
-            "Let me look.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>",
-        );
-        assert_eq!(text, "Let me look.");
-        assert_eq!(calls.len(), 1);
-        assert_eq!(calls[0]["function"]["name"], "bash");
-        assert_eq!(calls[0]["function"]["arguments"], "{\"command\":\"ls\"}");
-        let (text, calls) = tool_calls("<tool_call>not json</tool_call> tail");
-        assert_eq!(
-            (text.as_str(), calls.len()),
-            ("<tool_call>not json</tool_call> tail", 0)
-        );
-        let (text, calls) = tool_calls("plain");
-        assert_eq!((text.as_str(), calls.len()), ("plain", 0));
-    }
 }
