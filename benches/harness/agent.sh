@@ -7,10 +7,12 @@
 # 1. Per action: the same 60 shell commands in a container of swerve-mini's swerve__inicfg-3
 #    image, run by `harness agent` (a scripted policy: each reply one command) and by
 #    mini-swe-agent's own DockerEnvironment (`docker exec` per action). For swerve: each
-#    command's exec round trip (output captured, head and tail) and each turn's whole cost between
-#    model replies (exec, the container's liveness and disk checks, the trajectory), from the
-#    trajectory; for mini-swe-agent: each `execute()` call, timed around it.
-# 2. Episodes per hour: swerve-mini's 13 gold episodes (3 turns each) with 1 and 2 workers.
+#    command's round trip through the episode's shell session (output captured, head and tail)
+#    and each turn's whole cost between model replies (the command, the container's liveness
+#    and disk checks), from the trajectory; for mini-swe-agent: each `execute()` call, timed
+#    around it.
+# 2. Episodes per hour: swerve-mini's 13 gold episodes (3 turns each) with 1, 2 and 4 workers
+#    (containers at once).
 # 3. `trainer serve` on the tiny chat checkpoint (`tiny-chat-model` example): 32 chat requests
 #    of 32 new tokens at 1, 4 and 8 concurrent clients (openai client, threads): requests/s and
 #    completion tokens/s.
@@ -57,7 +59,7 @@ for c in commands:
 env.cleanup()
 m = statistics.median
 print("per action, 60 commands (ms)      median   mean")
-print(f"harness agent: exec round trip   {m(swerve_exec):6.1f} {statistics.mean(swerve_exec):6.1f}")
+print(f"harness agent: command          {m(swerve_exec):6.1f} {statistics.mean(swerve_exec):6.1f}")
 print(f"harness agent: whole turn        {'':6} {per_turn:6.1f}   (episode wall / turns, container start and removal included)")
 print(f"mini-swe-agent: execute()        {m(mswea):6.1f} {statistics.mean(mswea):6.1f}")
 print(f"ratio (swerve whole turn / mini-swe-agent mean): {per_turn / statistics.mean(mswea):.2f}")
@@ -76,7 +78,7 @@ with open("gold.jsonl", "w") as f:
 PY
 echo
 echo "gold episodes (13, 3 turns each)   wall    episodes/hour"
-for workers in 1 2; do
+for workers in 1 2 4; do
     start=$(date +%s.%N)
     "$bin/harness" agent -d swerve-mini --script gold.jsonl --run-id "gold-$workers" --max-workers "$workers" -q >/dev/null
     end=$(date +%s.%N)
