@@ -21,6 +21,18 @@ use crate::error::{DockerError, Error, Result};
 use crate::limits::Limits;
 use crate::sandbox::{Client, Sandbox, connect_docker, is_not_found, within};
 
+/// An exec's output: stdout and stderr frames as the engine sends them.
+pub(crate) type ExecStream = std::pin::Pin<
+    Box<
+        dyn futures_util::Stream<
+                Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
+            > + Send,
+    >,
+>;
+
+/// An exec's input (its stdin, when attached).
+pub(crate) type ExecInput = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
 /// Label every swerve container carries, so that [`Sandbox::sweep`] finds them.
 pub const LABEL_MANAGED: &str = "swerve.managed";
 /// Label holding the run id.
@@ -494,45 +506,9 @@ impl Container {
         env: Vec<String>,
         workdir: Option<String>,
         user: Option<String>,
-    ) -> Result<(
-        String,
-        impl futures_util::Stream<
-            Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
-        > + use<>,
-    )> {
-        let docker = &self.client.docker;
-        let limit = self.client.config.timeouts.api;
-        let options = CreateExecOptions {
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            cmd: Some(cmd),
-            env: Some(env),
-            working_dir: workdir,
-            user,
-            ..Default::default()
-        };
-        let exec = within(
-            limit,
-            "create exec",
-            &self.id,
-            docker.create_exec(&self.id, options),
-        )
-        .await?
-        .map_err(|e| self.exec_error(e))?;
-        let started = within(
-            limit,
-            "start exec",
-            &self.id,
-            docker.start_exec(&exec.id, Some(StartExecOptions::default())),
-        )
-        .await?
-        .map_err(|e| self.exec_error(e))?;
-        match started {
-            StartExecResults::Attached { output, .. } => Ok((exec.id, output)),
-            StartExecResults::Detached => {
-                Err(self.exec_error(DockerError::other("the engine started the exec detached")))
-            }
-        }
+    ) -> Result<(String, ExecStream)> {
+        let (id, output, _) = self.start_exec_with(cmd, env, workdir, user, false).await?;
+        Ok((id, output))
     }
 
     /// Create and start an exec with stdin, stdout and stderr attached (a [`crate::Session`]'s
@@ -542,29 +518,28 @@ impl Container {
         cmd: Vec<String>,
         env: Vec<String>,
         workdir: Option<String>,
-    ) -> Result<(
-        String,
-        std::pin::Pin<
-            Box<
-                dyn futures_util::Stream<
-                        Item = std::result::Result<
-                            bollard::container::LogOutput,
-                            bollard::errors::Error,
-                        >,
-                    > + Send,
-            >,
-        >,
-        std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-    )> {
+    ) -> Result<(String, ExecStream, ExecInput)> {
+        self.start_exec_with(cmd, env, workdir, None, true).await
+    }
+
+    async fn start_exec_with(
+        &self,
+        cmd: Vec<String>,
+        env: Vec<String>,
+        workdir: Option<String>,
+        user: Option<String>,
+        stdin: bool,
+    ) -> Result<(String, ExecStream, ExecInput)> {
         let docker = &self.client.docker;
         let limit = self.client.config.timeouts.api;
         let options = CreateExecOptions {
-            attach_stdin: Some(true),
+            attach_stdin: Some(stdin),
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             cmd: Some(cmd),
             env: Some(env),
             working_dir: workdir,
+            user,
             ..Default::default()
         };
         let exec = within(

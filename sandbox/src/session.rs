@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
-use crate::container::{Container, ExecOutput, env_pairs, exec_token};
+use crate::container::{Container, ExecInput, ExecOutput, ExecStream, env_pairs, exec_token};
 use crate::error::{DockerError, Result};
 
 /// How long a killed command's shell is given to report its end.
@@ -43,18 +43,10 @@ pub struct SessionSpec {
     pub file_bytes: Option<u64>,
 }
 
-type Output = std::pin::Pin<
-    Box<
-        dyn futures_util::Stream<
-                Item = std::result::Result<bollard::container::LogOutput, bollard::errors::Error>,
-            > + Send,
-    >,
->;
-
 /// An open shell in a container. Dropping it ends the shell (its input closes).
 pub struct Session {
-    output: Output,
-    input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+    output: ExecStream,
+    input: ExecInput,
     /// Bytes read past the last command's sentinel (a background process's late output).
     stray: Vec<u8>,
 }

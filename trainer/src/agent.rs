@@ -11,7 +11,7 @@
 use sha2::Digest as _;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use swerve_harness::agent::trajectory::{Message, Reply, ToolCall};
 use swerve_harness::agent::{Policy, PolicyError, PolicyRequest};
 
@@ -59,25 +59,6 @@ fn task_seed(instance_id: &str) -> u64 {
     u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
-/// A message as the chat template takes it (OpenAI's shape).
-fn message_json(m: &Message) -> Value {
-    let mut v = json!({"role": m.role, "content": m.content});
-    if !m.tool_calls.is_empty() {
-        v["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
-    }
-    if let Some(id) = &m.tool_call_id {
-        v["tool_call_id"] = json!(id);
-    }
-    v
-}
-
 impl<D: Kernels<f32>> Policy for ModelPolicy<D>
 where
     CausalLm<f32, D>: Send + Sync,
@@ -104,7 +85,7 @@ where
 
     fn reply(&self, request: &PolicyRequest<'_>) -> std::result::Result<Reply, PolicyError> {
         let failed = |e: &dyn std::fmt::Display| PolicyError::Failed(e.to_string());
-        let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+        let messages: Vec<Value> = request.messages.iter().map(Message::openai_json).collect();
         let text = self
             .template
             .render_chat(&messages, request.tools, true)

@@ -93,7 +93,7 @@ impl Endpoint {
     }
 
     fn body(&self, request: &PolicyRequest<'_>) -> Value {
-        let messages: Vec<Value> = request.messages.iter().map(message_json).collect();
+        let messages: Vec<Value> = request.messages.iter().map(Message::openai_json).collect();
         let mut body = json!({"model": self.model, "messages": messages});
         let s = &self.sampling;
         if let Some(t) = s.temperature {
@@ -117,25 +117,6 @@ impl Endpoint {
         }
         body
     }
-}
-
-/// A message as the API takes it.
-fn message_json(m: &Message) -> Value {
-    let mut v = json!({"role": m.role, "content": m.content});
-    if !m.tool_calls.is_empty() {
-        v["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "type": "function",
-                       "function": {"name": c.name, "arguments": c.arguments}})
-            })
-            .collect();
-    }
-    if let Some(id) = &m.tool_call_id {
-        v["tool_call_id"] = json!(id);
-    }
-    v
 }
 
 /// Whether an error answer says the prompt is over the model's context (vLLM, SGLang,

@@ -85,6 +85,26 @@ impl Message {
             tool_call_id: None,
         }
     }
+
+    /// The message as OpenAI's chat API (and chat templates) take it: `role`, `content`, and
+    /// `tool_calls` (`{id, type: function, function: {name, arguments}}`) or `tool_call_id`.
+    pub fn openai_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"role": self.role, "content": self.content});
+        if !self.tool_calls.is_empty() {
+            v["tool_calls"] = self
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    serde_json::json!({"id": c.id, "type": "function",
+                                       "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect();
+        }
+        if let Some(id) = &self.tool_call_id {
+            v["tool_call_id"] = serde_json::json!(id);
+        }
+        v
+    }
 }
 
 /// One tool call of a reply.

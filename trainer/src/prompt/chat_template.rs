@@ -181,10 +181,21 @@ impl ChatTemplate {
             .iter()
             .map(|m| Value::from_object(m.clone()))
             .collect();
+        self.render_context(messages, Value::from(()), add_generation_prompt)
+    }
+
+    /// Renders the template with `transformers`' variables: `messages`, `tools`,
+    /// `add_generation_prompt`, `documents` (none) and the special tokens.
+    fn render_context(
+        &self,
+        messages: Vec<Value>,
+        tools: Value,
+        add_generation_prompt: bool,
+    ) -> Result<String> {
         let mut context = BTreeMap::from([
             ("messages", Value::from(messages)),
             ("add_generation_prompt", Value::from(add_generation_prompt)),
-            ("tools", Value::from(())),
+            ("tools", tools),
             ("documents", Value::from(())),
         ]);
         for (name, token) in self.tokens.named() {
@@ -238,21 +249,7 @@ impl ChatTemplate {
             Some(t) => Value::from(minijinja::value::Serde(t)),
             None => Value::from(()),
         };
-        let mut context = BTreeMap::from([
-            ("messages", Value::from(messages)),
-            ("add_generation_prompt", Value::from(add_generation_prompt)),
-            ("tools", tools),
-            ("documents", Value::from(())),
-        ]);
-        for (name, token) in self.tokens.named() {
-            if let Some(token) = token {
-                context.insert(name, Value::from(token));
-            }
-        }
-        self.env
-            .get_template(TEMPLATE_NAME)
-            .and_then(|t| t.render(Value::from(context)))
-            .map_err(|e| template_error(&self.path, "cannot render", &e))
+        self.render_context(messages, tools, add_generation_prompt)
     }
 
     /// Whether the template reads `tools` (it can show a model the tools it may call).

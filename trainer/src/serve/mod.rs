@@ -249,8 +249,30 @@ impl App {
             .map_err(internal)
     }
 
-    fn id(&self, prefix: &str) -> String {
-        format!("{prefix}-{}", self.next_id.fetch_add(1, Ordering::Relaxed))
+    /// An answer's envelope: id, object, model, the choices and the token counts (and the
+    /// prompt's ids when asked).
+    fn answer(
+        &self,
+        id_prefix: &str,
+        object: &str,
+        choices: Vec<Value>,
+        prompt_tokens: usize,
+        completion_tokens: usize,
+        prompt_ids: Option<Vec<u32>>,
+    ) -> Value {
+        let mut answer = json!({
+            "id": format!("{id_prefix}-{}", self.next_id.fetch_add(1, Ordering::Relaxed)),
+            "object": object,
+            "created": self.created,
+            "model": self.name,
+            "choices": choices,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        });
+        if let Some(ids) = prompt_ids {
+            answer["prompt_token_ids"] = json!(ids);
+        }
+        answer
     }
 
     /// A token as log-probs name it: `token_id:N` when asked, else its text.
@@ -382,19 +404,14 @@ async fn chat_answer(app: &App, body: &[u8]) -> std::result::Result<Value, ApiEr
             choice
         })
         .collect();
-    let mut answer = json!({
-        "id": app.id("chatcmpl"),
-        "object": "chat.completion",
-        "created": app.created,
-        "model": app.name,
-        "choices": choices,
-        "usage": {"prompt_tokens": prompt_len, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_len + completion_tokens},
-    });
-    if let Some(ids) = prompt_ids {
-        answer["prompt_token_ids"] = json!(ids);
-    }
-    Ok(answer)
+    Ok(app.answer(
+        "chatcmpl",
+        "chat.completion",
+        choices,
+        prompt_len,
+        completion_tokens,
+        prompt_ids,
+    ))
 }
 
 fn chat_logprobs(app: &App, c: &Choice, params: &Params) -> Value {
@@ -510,17 +527,12 @@ async fn completions_answer(app: &App, body: &[u8]) -> std::result::Result<Value
             choice
         })
         .collect();
-    let mut answer = json!({
-        "id": app.id("cmpl"),
-        "object": "text_completion",
-        "created": app.created,
-        "model": app.name,
-        "choices": choices,
-        "usage": {"prompt_tokens": prompt_len, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_len + completion_tokens},
-    });
-    if let Some(ids) = prompt_ids {
-        answer["prompt_token_ids"] = json!(ids);
-    }
-    Ok(answer)
+    Ok(app.answer(
+        "cmpl",
+        "text_completion",
+        choices,
+        prompt_len,
+        completion_tokens,
+        prompt_ids,
+    ))
 }
