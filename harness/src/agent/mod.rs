@@ -5,7 +5,7 @@
 //! The flow: resolve the rows as `harness run` does (`crate::run::source`), make each row's
 //! image (`crate::images`) and check that its repository holds the base commit's history only
 //! (cut where it does not), reuse trajectories whose content key matches, run the rest
-//! ([`episode`]) at most `max_workers` at once, then write the predictions file and the run's
+//! (`episode.rs`) at most `max_workers` at once, then write the predictions file and the run's
 //! summary. Every episode ends with an [`EndReason`]; nothing an agent does fails the run.
 //!
 //! The sandbox of an episode: no network, the container's CPU, memory and process limits, a

@@ -6,7 +6,7 @@
 //! (`docs/agent.md`).
 //!
 //! The HTTP side runs on tokio (axum); the model runs on a thread of its own
-//! ([`worker`]), which batches the requests waiting when it is free. A prompt plus
+//! (`worker.rs`), which batches the requests waiting when it is free. A prompt plus
 //! `max_tokens` past the model's context is answered 400 with the context's length in the
 //! message, as vLLM words it, so clients end an episode as over its context. With `tools`, the
 //! template shows them to the model (when it reads `tools`) and the reply's Hermes-format
