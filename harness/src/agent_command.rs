@@ -273,25 +273,27 @@ pub(crate) fn agent(args: AgentArgs, verbosity: &Verbosity) -> anyhow::Result<Ex
         .build()?;
     let summary = runtime.block_on(agent::run(&config, policy, &progress))?;
     progress.progress.clear();
-    let endings: Vec<String> = summary
-        .by_reason()
-        .iter()
-        .map(|(reason, n)| format!("{reason} {n}"))
-        .collect();
-    eprintln!(
-        "{} episodes ({} reused): {}",
-        summary.episodes.len(),
-        summary.episodes.iter().filter(|e| e.reused).count(),
-        endings.join(", ")
-    );
-    eprintln!(
-        "Trajectories and summary in {}",
-        summary
-            .summary_file
-            .parent()
-            .map_or_else(String::new, |p| p.display().to_string())
-    );
-    eprintln!("HTML page written to {}", summary.page_file.display());
+    if !verbosity.quiet {
+        let endings: Vec<String> = summary
+            .by_reason()
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        eprintln!(
+            "{} episodes ({} reused): {}",
+            summary.episodes.len(),
+            summary.episodes.iter().filter(|e| e.reused).count(),
+            endings.join(", ")
+        );
+        eprintln!(
+            "Trajectories and summary in {}",
+            summary
+                .summary_file
+                .parent()
+                .map_or_else(String::new, |p| p.display().to_string())
+        );
+        eprintln!("HTML page written to {}", summary.page_file.display());
+    }
     println!("{}", summary.predictions.display());
     drop(local);
     Ok(Exit::Success)

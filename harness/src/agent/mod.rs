@@ -308,7 +308,10 @@ async fn prepare(
         &problem,
     ]);
     let path = dir.join(id).join(TRAJECTORY_FILE);
-    if let Some(earlier) = read_trajectory(&path).filter(|t| t.key == key) {
+    // An environment's failure is not the episode's result: it runs again.
+    if let Some(earlier) =
+        read_trajectory(&path).filter(|t| t.key == key && t.reason != EndReason::EnvError)
+    {
         return Prepared::Reused(Box::new(earlier));
     }
     Prepared::Run(Box::new(EpisodeSpec {

@@ -460,6 +460,40 @@ fn each_limit_ends_its_episode_with_its_reason() {
     assert_eq!(reason("swerve__inicfg-7"), "step_limit");
     assert_eq!(reason("swerve__inicfg-12"), "env_error");
     assert_eq!(reason("swerve__inicfg-15"), "timeout");
+    // Run again: the three endings of the model's doing or its limits are reused; the
+    // environment's failure runs again.
+    let before = ctx.trajectory(&ctx.run_id, "scripted", "swerve__inicfg-7");
+    ctx.agent(
+        &ctx.run_id,
+        &[
+            "-i",
+            "swerve__inicfg-3",
+            "swerve__inicfg-7",
+            "swerve__inicfg-12",
+            "swerve__inicfg-15",
+            "--script",
+            script,
+            "--step-limit",
+            "3",
+            "--wall-limit",
+            "4",
+        ],
+    );
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            ctx.path()
+                .join("logs/agent")
+                .join(&ctx.run_id)
+                .join("scripted/agent.json"),
+        )
+        .expect("agent.json"),
+    )
+    .expect("json");
+    assert_eq!(summary["reused"], 3, "{summary}");
+    assert_eq!(
+        ctx.trajectory(&ctx.run_id, "scripted", "swerve__inicfg-7"),
+        before
+    );
     let slept = ctx.trajectory(&ctx.run_id, "scripted", "swerve__inicfg-15");
     assert!(
         slept["wall_ms"].as_u64().expect("ms") < 15_000,
@@ -561,10 +595,18 @@ fn a_killed_run_resumes_without_repeating_finished_episodes() {
         stderr.contains("Removed 1 containers left by an earlier run"),
         "{stderr}"
     );
-    assert!(
-        stderr.contains("3 episodes (2 reused): submitted 3"),
-        "{stderr}"
-    );
+    let summary: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            ctx.path()
+                .join("logs/agent")
+                .join(&ctx.run_id)
+                .join("scripted/agent.json"),
+        )
+        .expect("agent.json"),
+    )
+    .expect("json");
+    assert_eq!(summary["reused"], 2, "{summary}");
+    assert_eq!(summary["endings"], json!({"submitted": 3}), "{summary}");
     for (id, bytes) in ids[..2].iter().zip(&before) {
         assert_eq!(
             &std::fs::read(trajectory_file(id)).expect("kept"),
