@@ -12,6 +12,9 @@
 //!   does, hardened mode from the test patch (the history cut); a patch whose code rewrites
 //!   `parser.py` while the tests run fools compat mode and not hardened mode, which parses in a
 //!   fresh container.
+//!
+//! On each, `harness agent` with a scripted agent works in the repository's own folder of the
+//! cut image, sees no commit past the base, and submits a fix that `harness run` resolves.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -354,6 +357,66 @@ fn swe_rebench_v2_rows_run_as_their_evaluation_runs_them_with_either_verdict() {
         .map(|t| (t.name.as_str(), t.passed))
         .collect();
     assert_eq!(passed, [("TestAdd", false), ("TestSub", true)]);
+
+    // `harness agent` on the row: the agent works in the cut image, in the repository's own
+    // folder, sees no commit past the base, and its submission resolves.
+    let command = |c: &str| format!("THOUGHT: next.\n\n```mswea_bash_command\n{c}\n```");
+    let script = dir.path().join("agent.jsonl");
+    let replies = json!([
+        command(
+            "pwd && test \"$(git rev-list --all --reflog | sort)\" = \"$(git rev-list HEAD | sort)\" && echo HISTORY_CUT"
+        ),
+        command(&format!(
+            "cat > /tmp/fix.diff <<'SWERVE_EOF'\n{gold}SWERVE_EOF\ngit apply /tmp/fix.diff"
+        )),
+        command("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
+    ]);
+    std::fs::write(
+        &script,
+        json!({"instance_id": "demo__calc-7", "replies": replies}).to_string() + "\n",
+    )
+    .expect("script");
+    let agent_run = format!("t-rebench-agent-{}", std::process::id());
+    harness(
+        dir.path(),
+        &[
+            "agent",
+            "-d",
+            &rows_arg,
+            "-i",
+            "demo__calc-7",
+            "--run-id",
+            &agent_run,
+            "-q",
+            "--script",
+            script.to_str().expect("utf-8"),
+            "-o",
+            "agent.jsonl",
+        ],
+    );
+    let trajectory: Value = serde_json::from_str(&read(
+        &dir.path()
+            .join("logs/agent")
+            .join(&agent_run)
+            .join("scripted/demo__calc-7/trajectory.json"),
+    ))
+    .expect("json");
+    assert_eq!(trajectory["reason"], "submitted", "{trajectory}");
+    assert!(
+        trajectory["image"]
+            .as_str()
+            .expect("image")
+            .starts_with("swerve/scrubbed:"),
+        "{}",
+        trajectory["image"]
+    );
+    let first = trajectory["turns"][0]["observation"]
+        .as_str()
+        .expect("observation");
+    assert!(first.contains("/calc\nHISTORY_CUT"), "{first}");
+    run(&agent_run, "agent.jsonl", &[]);
+    let graded = report(dir.path(), &agent_run, "scripted", "demo__calc-7");
+    assert_eq!(graded["resolved"], true, "{graded:#}");
 }
 
 const CALC_PY: &str = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n";
@@ -504,4 +567,58 @@ fn swe_bench_pro_rows_run_their_scripts_and_hardened_mode_parses_apart() {
         let report = report(dir.path(), &run_id, "forger", &id);
         assert_eq!(report["resolved"], resolved, "{mode}: {report:#}");
     }
+
+    // `harness agent` on the row: in `/app` of the cut image, no commit past the base (the
+    // image's repository holds the fix's commit), and its submission resolves.
+    let command = |c: &str| format!("THOUGHT: next.\n\n```mswea_bash_command\n{c}\n```");
+    let replies = json!([
+        command(
+            "pwd && test \"$(git rev-list --all --reflog | sort)\" = \"$(git rev-list HEAD | sort)\" && echo HISTORY_CUT"
+        ),
+        command(&format!(
+            "cat > /tmp/fix.diff <<'SWERVE_EOF'\n{gold}SWERVE_EOF\ngit apply /tmp/fix.diff"
+        )),
+        command("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
+    ]);
+    let script = dir.path().join("agent.jsonl");
+    std::fs::write(
+        &script,
+        json!({"instance_id": id, "replies": replies}).to_string() + "\n",
+    )
+    .expect("script");
+    let agent_run = format!("t-pro-agent-{}", std::process::id());
+    harness(
+        dir.path(),
+        &[
+            "agent",
+            "-d",
+            &rows_arg,
+            "--pro-scripts",
+            &checkout_arg,
+            "--run-id",
+            &agent_run,
+            "-q",
+            "--script",
+            script.to_str().expect("utf-8"),
+            "-o",
+            "agent-preds.jsonl",
+        ],
+    );
+    let trajectory: Value = serde_json::from_str(&read(
+        &dir.path()
+            .join("logs/agent")
+            .join(&agent_run)
+            .join("scripted")
+            .join(&id)
+            .join("trajectory.json"),
+    ))
+    .expect("json");
+    assert_eq!(trajectory["reason"], "submitted", "{trajectory}");
+    let first = trajectory["turns"][0]["observation"]
+        .as_str()
+        .expect("observation");
+    assert!(first.contains("/app\nHISTORY_CUT"), "{first}");
+    run(&agent_run, "agent-preds.jsonl", "hardened");
+    let graded = report(dir.path(), &agent_run, "scripted", &id);
+    assert_eq!(graded["resolved"], true, "{graded:#}");
 }
