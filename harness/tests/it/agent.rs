@@ -107,6 +107,17 @@ impl Ctx {
         serde_json::from_str(&text).expect("trajectory is JSON")
     }
 
+    /// A run's `agent.json`.
+    fn summary(&self, run_id: &str, model: &str) -> Value {
+        let path = self
+            .path()
+            .join("logs/agent")
+            .join(run_id)
+            .join(model)
+            .join("agent.json");
+        serde_json::from_str(&std::fs::read_to_string(path).expect("agent.json")).expect("json")
+    }
+
     /// Grades a predictions file with `harness run`; returns the run report.
     fn grade(&self, predictions: &str, model: &str, run_id: &str) -> Value {
         crate::support::harness(
@@ -439,22 +450,20 @@ fn each_limit_ends_its_episode_with_its_reason() {
         ],
     );
     let script = script.to_str().expect("utf-8");
-    ctx.agent(
-        &ctx.run_id,
-        &[
-            "-i",
-            "swerve__inicfg-3",
-            "swerve__inicfg-7",
-            "swerve__inicfg-12",
-            "swerve__inicfg-15",
-            "--script",
-            script,
-            "--step-limit",
-            "3",
-            "--wall-limit",
-            "4",
-        ],
-    );
+    let args = [
+        "-i",
+        "swerve__inicfg-3",
+        "swerve__inicfg-7",
+        "swerve__inicfg-12",
+        "swerve__inicfg-15",
+        "--script",
+        script,
+        "--step-limit",
+        "3",
+        "--wall-limit",
+        "4",
+    ];
+    ctx.agent(&ctx.run_id, &args);
     let reason = |id| ctx.trajectory(&ctx.run_id, "scripted", id)["reason"].clone();
     assert_eq!(reason("swerve__inicfg-3"), "format_errors");
     assert_eq!(reason("swerve__inicfg-7"), "step_limit");
@@ -463,32 +472,8 @@ fn each_limit_ends_its_episode_with_its_reason() {
     // Run again: the three endings of the model's doing or its limits are reused; the
     // environment's failure runs again.
     let before = ctx.trajectory(&ctx.run_id, "scripted", "swerve__inicfg-7");
-    ctx.agent(
-        &ctx.run_id,
-        &[
-            "-i",
-            "swerve__inicfg-3",
-            "swerve__inicfg-7",
-            "swerve__inicfg-12",
-            "swerve__inicfg-15",
-            "--script",
-            script,
-            "--step-limit",
-            "3",
-            "--wall-limit",
-            "4",
-        ],
-    );
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            ctx.path()
-                .join("logs/agent")
-                .join(&ctx.run_id)
-                .join("scripted/agent.json"),
-        )
-        .expect("agent.json"),
-    )
-    .expect("json");
+    ctx.agent(&ctx.run_id, &args);
+    let summary = ctx.summary(&ctx.run_id, "scripted");
     assert_eq!(summary["reused"], 3, "{summary}");
     assert_eq!(
         ctx.trajectory(&ctx.run_id, "scripted", "swerve__inicfg-7"),
@@ -595,16 +580,7 @@ fn a_killed_run_resumes_without_repeating_finished_episodes() {
         stderr.contains("Removed 1 containers left by an earlier run"),
         "{stderr}"
     );
-    let summary: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            ctx.path()
-                .join("logs/agent")
-                .join(&ctx.run_id)
-                .join("scripted/agent.json"),
-        )
-        .expect("agent.json"),
-    )
-    .expect("json");
+    let summary = ctx.summary(&ctx.run_id, "scripted");
     assert_eq!(summary["reused"], 2, "{summary}");
     assert_eq!(summary["endings"], json!({"submitted": 3}), "{summary}");
     for (id, bytes) in ids[..2].iter().zip(&before) {

@@ -147,6 +147,57 @@ const FIXED_TEST_GO: &str = "package calc\n\nimport \"testing\"\n\nfunc TestSub(
 /// A patch that leaves `Add` wrong and adds a `TestMain` printing every test as passed.
 const MAIN_FORGER: &str = "diff --git a/zz_main_test.go b/zz_main_test.go\nnew file mode 100644\n--- /dev/null\n+++ b/zz_main_test.go\n@@ -0,0 +1,15 @@\n+package calc\n+\n+import (\n+\t\"fmt\"\n+\t\"os\"\n+\t\"testing\"\n+)\n+\n+func TestMain(m *testing.M) {\n+\tfor _, name := range []string{\"TestSub\", \"TestAdd\"} {\n+\t\tfmt.Printf(\"=== RUN   %s\\n--- PASS: %s (0.00s)\\n\", name, name)\n+\t}\n+\tfmt.Println(\"PASS\")\n+\tos.Exit(0)\n+}\n";
 
+/// `harness agent` (`rows`: its row flags) with a scripted agent that prints its folder and
+/// checks the history, applies `gold` and submits, writing `predictions`; the episode must
+/// submit. Returns the trajectory.
+fn agent_gold(
+    dir: &Path,
+    rows: &[&str],
+    id: &str,
+    gold: &str,
+    run_id: &str,
+    predictions: &str,
+) -> Value {
+    let command = |c: &str| format!("THOUGHT: next.\n\n```mswea_bash_command\n{c}\n```");
+    let replies = json!([
+        command(
+            "pwd && test \"$(git rev-list --all --reflog | sort)\" = \"$(git rev-list HEAD | sort)\" && echo HISTORY_CUT"
+        ),
+        command(&format!(
+            "cat > /tmp/fix.diff <<'SWERVE_EOF'\n{gold}SWERVE_EOF\ngit apply /tmp/fix.diff"
+        )),
+        command("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
+    ]);
+    let script = dir.join(format!("{run_id}.script.jsonl"));
+    std::fs::write(
+        &script,
+        json!({"instance_id": id, "replies": replies}).to_string() + "\n",
+    )
+    .expect("script");
+    let mut args = vec![
+        "agent",
+        "--run-id",
+        run_id,
+        "-q",
+        "-o",
+        predictions,
+        "--script",
+    ];
+    args.push(script.to_str().expect("utf-8"));
+    args.extend(rows);
+    harness(dir, &args);
+    let trajectory: Value = serde_json::from_str(&read(
+        &dir.join("logs/agent")
+            .join(run_id)
+            .join("scripted")
+            .join(id)
+            .join("trajectory.json"),
+    ))
+    .expect("json");
+    assert_eq!(trajectory["reason"], "submitted", "{trajectory}");
+    trajectory
+}
+
 #[test]
 fn swe_rebench_v2_rows_run_as_their_evaluation_runs_them_with_either_verdict() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -360,48 +411,15 @@ fn swe_rebench_v2_rows_run_as_their_evaluation_runs_them_with_either_verdict() {
 
     // `harness agent` on the row: the agent works in the cut image, in the repository's own
     // folder, sees no commit past the base, and its submission resolves.
-    let command = |c: &str| format!("THOUGHT: next.\n\n```mswea_bash_command\n{c}\n```");
-    let script = dir.path().join("agent.jsonl");
-    let replies = json!([
-        command(
-            "pwd && test \"$(git rev-list --all --reflog | sort)\" = \"$(git rev-list HEAD | sort)\" && echo HISTORY_CUT"
-        ),
-        command(&format!(
-            "cat > /tmp/fix.diff <<'SWERVE_EOF'\n{gold}SWERVE_EOF\ngit apply /tmp/fix.diff"
-        )),
-        command("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
-    ]);
-    std::fs::write(
-        &script,
-        json!({"instance_id": "demo__calc-7", "replies": replies}).to_string() + "\n",
-    )
-    .expect("script");
     let agent_run = format!("t-rebench-agent-{}", std::process::id());
-    harness(
+    let trajectory = agent_gold(
         dir.path(),
-        &[
-            "agent",
-            "-d",
-            &rows_arg,
-            "-i",
-            "demo__calc-7",
-            "--run-id",
-            &agent_run,
-            "-q",
-            "--script",
-            script.to_str().expect("utf-8"),
-            "-o",
-            "agent.jsonl",
-        ],
+        &["-d", &rows_arg, "-i", "demo__calc-7"],
+        "demo__calc-7",
+        &gold,
+        &agent_run,
+        "agent.jsonl",
     );
-    let trajectory: Value = serde_json::from_str(&read(
-        &dir.path()
-            .join("logs/agent")
-            .join(&agent_run)
-            .join("scripted/demo__calc-7/trajectory.json"),
-    ))
-    .expect("json");
-    assert_eq!(trajectory["reason"], "submitted", "{trajectory}");
     assert!(
         trajectory["image"]
             .as_str()
@@ -570,50 +588,15 @@ fn swe_bench_pro_rows_run_their_scripts_and_hardened_mode_parses_apart() {
 
     // `harness agent` on the row: in `/app` of the cut image, no commit past the base (the
     // image's repository holds the fix's commit), and its submission resolves.
-    let command = |c: &str| format!("THOUGHT: next.\n\n```mswea_bash_command\n{c}\n```");
-    let replies = json!([
-        command(
-            "pwd && test \"$(git rev-list --all --reflog | sort)\" = \"$(git rev-list HEAD | sort)\" && echo HISTORY_CUT"
-        ),
-        command(&format!(
-            "cat > /tmp/fix.diff <<'SWERVE_EOF'\n{gold}SWERVE_EOF\ngit apply /tmp/fix.diff"
-        )),
-        command("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"),
-    ]);
-    let script = dir.path().join("agent.jsonl");
-    std::fs::write(
-        &script,
-        json!({"instance_id": id, "replies": replies}).to_string() + "\n",
-    )
-    .expect("script");
     let agent_run = format!("t-pro-agent-{}", std::process::id());
-    harness(
+    let trajectory = agent_gold(
         dir.path(),
-        &[
-            "agent",
-            "-d",
-            &rows_arg,
-            "--pro-scripts",
-            &checkout_arg,
-            "--run-id",
-            &agent_run,
-            "-q",
-            "--script",
-            script.to_str().expect("utf-8"),
-            "-o",
-            "agent-preds.jsonl",
-        ],
+        &["-d", &rows_arg, "--pro-scripts", &checkout_arg],
+        &id,
+        &gold,
+        &agent_run,
+        "agent-preds.jsonl",
     );
-    let trajectory: Value = serde_json::from_str(&read(
-        &dir.path()
-            .join("logs/agent")
-            .join(&agent_run)
-            .join("scripted")
-            .join(&id)
-            .join("trajectory.json"),
-    ))
-    .expect("json");
-    assert_eq!(trajectory["reason"], "submitted", "{trajectory}");
     let first = trajectory["turns"][0]["observation"]
         .as_str()
         .expect("observation");
