@@ -10,8 +10,11 @@
 //! together) is kept as [`Container::exec`] keeps it: a head, a tail and the count between. The
 //! sentinel that ends a command's output holds a random nonce that only the session's shell
 //! knows (it is not in any command's environment), so a command cannot end its output early by
-//! printing it. A session whose shell died (the container stopped) fails its command with an
-//! error; a new session is needed.
+//! printing it. Output that a command's background processes print after it ended is not its
+//! output: what comes with the sentinel is dropped, what comes later is counted in the next
+//! command's (one exec per command, [`Container::exec`], waits for them instead). A session
+//! whose shell died (the container stopped) fails its command with an error; a new session is
+//! needed.
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::time::{Duration, Instant};
@@ -47,8 +50,6 @@ pub struct SessionSpec {
 pub struct Session {
     output: ExecStream,
     input: ExecInput,
-    /// Bytes read past the last command's sentinel (a background process's late output).
-    stray: Vec<u8>,
 }
 
 impl std::fmt::Debug for Session {
@@ -118,11 +119,7 @@ impl Container {
         let (_, output, input) = self
             .start_attached_exec(cmd, env_pairs(&spec.env), spec.workdir.clone())
             .await?;
-        Ok(Session {
-            output,
-            input,
-            stray: Vec::new(),
-        })
+        Ok(Session { output, input })
     }
 }
 
@@ -169,7 +166,6 @@ impl Session {
             .flush()
             .await
             .map_err(|e| broken("cannot take a command", Some(e)))?;
-        self.stray.clear();
         let mut capture = Capture {
             head: Vec::new(),
             tail: std::collections::VecDeque::new(),
@@ -186,9 +182,10 @@ impl Session {
             match tokio::time::timeout_at(deadline, self.output.next()).await {
                 Ok(Some(Ok(chunk))) => {
                     pending.extend_from_slice(&chunk.into_bytes());
-                    if let Some((start, status, end)) = find_sentinel(&pending, &nonce) {
+                    // What follows the sentinel in the same read is a background process's
+                    // late output: dropped.
+                    if let Some((start, status, _)) = find_sentinel(&pending, &nonce) {
                         capture.push(&pending[..start]);
-                        self.stray = pending[end..].to_vec();
                         break status;
                     }
                     let keep_from = pending.len().saturating_sub(hold);
