@@ -219,6 +219,60 @@ impl ExecOutput {
     }
 }
 
+/// A command's output as it streams in, kept as [`ExecRequest::max_output_bytes`] and
+/// [`ExecRequest::tail_output_bytes`] say: a head, a tail and the count between (memory bounded
+/// by the two limits however much is printed).
+pub(crate) struct Capture {
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    past_head: u64,
+    head_limit: usize,
+    tail_limit: usize,
+}
+
+impl Capture {
+    pub(crate) fn new(head_limit: usize, tail_limit: usize) -> Capture {
+        Capture {
+            head: Vec::new(),
+            tail: std::collections::VecDeque::new(),
+            past_head: 0,
+            head_limit,
+            tail_limit,
+        }
+    }
+
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        let room = self.head_limit.saturating_sub(self.head.len());
+        let (head, rest) = bytes.split_at(bytes.len().min(room));
+        self.head.extend_from_slice(head);
+        self.past_head += rest.len() as u64;
+        let rest = &rest[rest.len().saturating_sub(self.tail_limit)..];
+        let overflow = (self.tail.len() + rest.len()).saturating_sub(self.tail_limit);
+        self.tail.drain(..overflow.min(self.tail.len()));
+        self.tail.extend(rest);
+    }
+
+    /// The command's outcome with what was kept.
+    pub(crate) fn finish(
+        self,
+        exit_code: Option<i64>,
+        timed_out: bool,
+        elapsed: Duration,
+    ) -> ExecOutput {
+        let tail: Vec<u8> = self.tail.into();
+        let elided_bytes = self.past_head - tail.len() as u64;
+        ExecOutput {
+            exit_code,
+            output: self.head,
+            timed_out,
+            truncated: elided_bytes > 0,
+            tail,
+            elided_bytes,
+            elapsed,
+        }
+    }
+}
+
 /// A running container. Dropping it removes the container (forcibly, blocking until done);
 /// [`Container::remove`] does the same asynchronously and reports errors.
 pub struct Container {
@@ -601,21 +655,8 @@ impl Container {
         let (exec_id, mut stream) = self
             .start_exec(cmd, env, request.workdir.clone(), request.user.clone())
             .await?;
-        let mut output = Vec::new();
-        let mut tail = std::collections::VecDeque::new();
-        let mut past_head = 0u64;
-        let mut collect = |chunk: bollard::container::LogOutput| {
-            let bytes = chunk.into_bytes();
-            let room = request.max_output_bytes.saturating_sub(output.len());
-            let (head, rest) = bytes.split_at(bytes.len().min(room));
-            output.extend_from_slice(head);
-            past_head += rest.len() as u64;
-            let keep = request.tail_output_bytes;
-            let rest = &rest[rest.len().saturating_sub(keep)..];
-            let overflow = (tail.len() + rest.len()).saturating_sub(keep);
-            tail.drain(..overflow.min(tail.len()));
-            tail.extend(rest);
-        };
+        let mut capture = Capture::new(request.max_output_bytes, request.tail_output_bytes);
+        let mut collect = |chunk: bollard::container::LogOutput| capture.push(&chunk.into_bytes());
         let deadline = tokio::time::Instant::from_std(started + request.timeout);
         let finished = tokio::time::timeout_at(deadline, async {
             while let Some(chunk) = stream.next().await {
@@ -678,17 +719,7 @@ impl Container {
             Some(true) => None,
             _ => inspect.exit_code,
         };
-        let tail: Vec<u8> = tail.into();
-        let elided_bytes = past_head - tail.len() as u64;
-        Ok(ExecOutput {
-            exit_code,
-            output,
-            timed_out,
-            truncated: elided_bytes > 0,
-            tail,
-            elided_bytes,
-            elapsed,
-        })
+        Ok(capture.finish(exit_code, timed_out, elapsed))
     }
 
     /// Kill every process whose environment holds the exec's token, and the process group of
@@ -1122,6 +1153,26 @@ impl Drop for Container {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capture_keeps_head_and_tail_and_counts_between() {
+        let mut c = Capture::new(3, 2);
+        c.push(b"abcdef");
+        c.push(b"gh");
+        let out = c.finish(Some(0), false, Duration::ZERO);
+        assert_eq!(
+            (out.output.as_slice(), out.tail.as_slice()),
+            (&b"abc"[..], &b"gh"[..])
+        );
+        assert_eq!((out.elided_bytes, out.truncated), (3, true));
+        let mut whole = Capture::new(8, 2);
+        whole.push(b"abc");
+        let out = whole.finish(Some(0), false, Duration::ZERO);
+        assert_eq!(
+            (out.output.as_slice(), out.elided_bytes, out.truncated),
+            (&b"abc"[..], 0, false)
+        );
+    }
 
     fn server_error(status_code: u16, message: &str) -> DockerError {
         DockerError::from(bollard::errors::Error::DockerResponseServerError {

@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use tokio::io::AsyncWriteExt as _;
 
-use crate::container::{Container, ExecInput, ExecOutput, ExecStream, env_pairs, exec_token};
+use crate::container::{
+    Capture, Container, ExecInput, ExecOutput, ExecStream, env_pairs, exec_token,
+};
 use crate::error::{DockerError, Result};
 
 /// How long a killed command's shell is given to report its end.
@@ -71,28 +73,6 @@ fn nonce() -> String {
         text.push_str(&format!("{:016x}", hasher.finish()));
     }
     text
-}
-
-/// Output kept as [`Container::exec`] keeps it.
-struct Capture {
-    head: Vec<u8>,
-    tail: std::collections::VecDeque<u8>,
-    past_head: u64,
-    head_limit: usize,
-    tail_limit: usize,
-}
-
-impl Capture {
-    fn push(&mut self, bytes: &[u8]) {
-        let room = self.head_limit.saturating_sub(self.head.len());
-        let (head, rest) = bytes.split_at(bytes.len().min(room));
-        self.head.extend_from_slice(head);
-        self.past_head += rest.len() as u64;
-        let rest = &rest[rest.len().saturating_sub(self.tail_limit)..];
-        let overflow = (self.tail.len() + rest.len()).saturating_sub(self.tail_limit);
-        self.tail.drain(..overflow.min(self.tail.len()));
-        self.tail.extend(rest);
-    }
 }
 
 /// Where the sentinel line `\n<nonce> <status>\n` is in `bytes`: its start and the status.
@@ -166,13 +146,7 @@ impl Session {
             .flush()
             .await
             .map_err(|e| broken("cannot take a command", Some(e)))?;
-        let mut capture = Capture {
-            head: Vec::new(),
-            tail: std::collections::VecDeque::new(),
-            past_head: 0,
-            head_limit: head,
-            tail_limit: tail,
-        };
+        let mut capture = Capture::new(head, tail);
         // The last bytes are held back until they cannot be part of the sentinel.
         let hold = nonce.len() + 24;
         let mut pending: Vec<u8> = Vec::new();
@@ -202,17 +176,7 @@ impl Session {
                 Err(_) => return Err(broken("did not report the killed command's end", None)),
             }
         };
-        let tail: Vec<u8> = capture.tail.into();
-        let elided_bytes = capture.past_head - tail.len() as u64;
-        Ok(ExecOutput {
-            exit_code: Some(status),
-            output: capture.head,
-            timed_out,
-            truncated: elided_bytes > 0,
-            tail,
-            elided_bytes,
-            elapsed: started.elapsed(),
-        })
+        Ok(capture.finish(Some(status), timed_out, started.elapsed()))
     }
 }
 
@@ -238,21 +202,5 @@ mod tests {
     fn nonces_differ() {
         assert_ne!(nonce(), nonce());
         assert_eq!(nonce().len(), 32);
-    }
-
-    #[test]
-    fn capture_keeps_head_and_tail() {
-        let mut c = Capture {
-            head: Vec::new(),
-            tail: std::collections::VecDeque::new(),
-            past_head: 0,
-            head_limit: 3,
-            tail_limit: 2,
-        };
-        c.push(b"abcdef");
-        c.push(b"gh");
-        assert_eq!(c.head, b"abc");
-        assert_eq!(c.tail.iter().copied().collect::<Vec<_>>(), b"gh");
-        assert_eq!(c.past_head, 5);
     }
 }

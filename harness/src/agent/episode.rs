@@ -6,9 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use swerve_sandbox::{
-    Container, ContainerSpec, ExecRequest, Limits, Sandbox, Session, SessionSpec,
-};
+use swerve_sandbox::{Container, ContainerSpec, Limits, Sandbox, Session, SessionSpec};
 
 use super::EpisodeLimits;
 use super::editor::{Editor, ToolAnswer};
@@ -389,21 +387,9 @@ impl Episode<'_> {
             self.push(Message::new("user", turn.observation.clone()));
             return TurnOutcome::Continue { format_error: true };
         };
-        match self.bash(command).await {
-            Ran::End(end) => TurnOutcome::End(end),
-            Ran::Done {
-                observation,
-                action,
-                submitted,
-            } => {
-                turn.actions.push(action);
-                if let Some(patch) = submitted {
-                    return TurnOutcome::End(Ending {
-                        reason: EndReason::Submitted,
-                        detail: None,
-                        patch,
-                    });
-                }
+        match self.bash(command).await.settle(turn) {
+            Err(end) => end,
+            Ok(observation) => {
                 turn.observation = observation.clone();
                 self.push(Message::new("user", observation));
                 TurnOutcome::Continue {
@@ -440,32 +426,19 @@ impl Episode<'_> {
             } else {
                 self.tool(&call.name, &args, &call.arguments).await
             };
-            match answer {
-                Ran::End(end) => return TurnOutcome::End(end),
-                Ran::Done {
-                    observation,
-                    action,
-                    submitted,
-                } => {
-                    turn.actions.push(action);
-                    if let Some(patch) = submitted {
-                        return TurnOutcome::End(Ending {
-                            reason: EndReason::Submitted,
-                            detail: None,
-                            patch,
-                        });
-                    }
-                    let steps_left = self
-                        .limits()
-                        .steps
-                        .saturating_sub(self.turns.len() as u32 + 1);
-                    let text = format!("{observation}\n[Steps remaining: {steps_left}]");
-                    observations.push(text.clone());
-                    let mut message = Message::new("tool", text);
-                    message.tool_call_id = Some(call.id.clone());
-                    self.push(message);
-                }
-            }
+            let observation = match answer.settle(turn) {
+                Ok(observation) => observation,
+                Err(end) => return end,
+            };
+            let steps_left = self
+                .limits()
+                .steps
+                .saturating_sub(self.turns.len() as u32 + 1);
+            let text = format!("{observation}\n[Steps remaining: {steps_left}]");
+            observations.push(text.clone());
+            let mut message = Message::new("tool", text);
+            message.tool_call_id = Some(call.id.clone());
+            self.push(message);
         }
         turn.observation = observations.join("\n\n");
         TurnOutcome::Continue {
@@ -607,11 +580,9 @@ impl Episode<'_> {
     /// The tool protocol's `submit`: the repository's changes (`git add -A && git diff
     /// --cached`) are the patch.
     async fn submit_diff(&mut self, raw: &str) -> Ran {
-        let request = ExecRequest::shell("git add -A && git -c core.fileMode=false diff --cached")
-            .with_timeout(self.command_timeout())
-            .with_workdir(self.spec.repo_dir.clone())
-            .with_output_cap(HEAD_BYTES, 0);
-        match self.exec_alive(&request).await.map(|(out, _)| out) {
+        let diff = "git add -A && git -c core.fileMode=false diff --cached";
+        let timeout = self.command_timeout();
+        match self.in_session(diff, timeout).await.map(|(out, _)| out) {
             Ok(out) if out.success() && !out.truncated => Ran::Done {
                 observation: String::new(),
                 action: record(
@@ -754,31 +725,6 @@ impl Episode<'_> {
         }
     }
 
-    /// Runs `request` in a running container: one stopped by an earlier command is started
-    /// again first, and one that stops as the command starts (the engine refuses the exec, or
-    /// fails it) is started again and the command run once more. Returns the note for the agent
-    /// when the container was started again.
-    async fn exec_alive(
-        &self,
-        request: &ExecRequest,
-    ) -> swerve_sandbox::Result<(swerve_sandbox::ExecOutput, Option<String>)> {
-        let mut note = self.revived().await;
-        for _ in 0..2 {
-            match self.container.exec(request).await {
-                Ok(out) if !refused(&out) => return Ok((out, note)),
-                Ok(out) => match self.revived_within(STOPPING).await {
-                    Some(again) => note = Some(again),
-                    None => return Ok((out, note)),
-                },
-                Err(e) => match self.revived_within(STOPPING).await {
-                    Some(again) => note = Some(again),
-                    None => return Err(e),
-                },
-            }
-        }
-        self.container.exec(request).await.map(|out| (out, note))
-    }
-
     /// Ends the episode when the container's writes are past the disk limit.
     async fn check_disk(&self) -> Option<Ending> {
         let limit = self.limits().disk_bytes;
@@ -795,15 +741,28 @@ impl Episode<'_> {
 /// How long a container that is stopping is given to stop before it is started again.
 const STOPPING: Duration = Duration::from_secs(10);
 
-/// Whether the engine refused to start the command because the container is stopping or gone:
-/// exit 126 with the runtime's words for it (runc's `cannot exec in a stopped state`,
-/// containerd's `task … not found`, Docker's `container … is not running`).
-fn refused(out: &swerve_sandbox::ExecOutput) -> bool {
-    out.exit_code == Some(126) && {
-        let text = out.text();
-        text.contains("cannot exec in a")
-            || (text.contains("task ") && text.contains("not found"))
-            || text.contains("is not running")
+impl Ran {
+    /// Records the action in `turn`; the observation to answer with, or how the turn ends the
+    /// episode (a submission, or the episode's end).
+    fn settle(self, turn: &mut Turn) -> Result<String, TurnOutcome> {
+        match self {
+            Ran::End(end) => Err(TurnOutcome::End(end)),
+            Ran::Done {
+                observation,
+                action,
+                submitted,
+            } => {
+                turn.actions.push(action);
+                match submitted {
+                    Some(patch) => Err(TurnOutcome::End(Ending {
+                        reason: EndReason::Submitted,
+                        detail: None,
+                        patch,
+                    })),
+                    None => Ok(observation),
+                }
+            }
+        }
     }
 }
 

@@ -60,7 +60,7 @@ struct App {
     created: u64,
     tokenizer: Arc<Tokenizer>,
     template: Option<ChatTemplate>,
-    jobs: std::sync::Mutex<std::sync::mpsc::Sender<Job>>,
+    jobs: std::sync::mpsc::Sender<Job>,
     next_id: AtomicU64,
 }
 
@@ -125,7 +125,7 @@ pub fn serve(config: &ServeConfig) -> Result<()> {
             .map_or(0, |d| d.as_secs()),
         tokenizer,
         template,
-        jobs: std::sync::Mutex::new(jobs),
+        jobs,
         next_id: AtomicU64::new(1),
     });
     let router = axum::Router::new()
@@ -153,9 +153,15 @@ pub fn serve(config: &ServeConfig) -> Result<()> {
     })
 }
 
-fn error_response(e: &ApiError) -> Response {
-    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
-    (status, Json(e.body())).into_response()
+/// An answer, or its error with the error's status.
+fn respond(answer: std::result::Result<Value, ApiError>) -> Response {
+    match answer {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => {
+            let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+            (status, Json(e.body())).into_response()
+        }
+    }
 }
 
 async fn models(State(app): State<Arc<App>>) -> Json<Value> {
@@ -239,8 +245,6 @@ impl App {
             kind: "InternalServerError",
         };
         self.jobs
-            .lock()
-            .expect("not poisoned")
             .send(job)
             .map_err(|_| internal("the model's thread has stopped".to_owned()))?;
         answer
@@ -249,17 +253,31 @@ impl App {
             .map_err(internal)
     }
 
-    /// An answer's envelope: id, object, model, the choices and the token counts (and the
-    /// prompt's ids when asked).
-    fn answer(
+    /// Samples `prompt` and answers with the choices `render` writes (each with its token ids
+    /// when asked) in the envelope: id, object, model, token counts (and the prompt's ids when
+    /// asked).
+    async fn complete(
         &self,
-        id_prefix: &str,
-        object: &str,
-        choices: Vec<Value>,
-        prompt_tokens: usize,
-        completion_tokens: usize,
-        prompt_ids: Option<Vec<u32>>,
-    ) -> Value {
+        prompt: Vec<u32>,
+        params: &Params,
+        (id_prefix, object): (&str, &str),
+        render: impl Fn(usize, &Choice) -> Value,
+    ) -> std::result::Result<Value, ApiError> {
+        let prompt_tokens = prompt.len();
+        let prompt_ids = params.return_token_ids.then(|| prompt.clone());
+        let choices = self.sample(prompt, params.clone()).await?;
+        let completion_tokens: usize = choices.iter().map(|c| c.tokens.len()).sum();
+        let choices: Vec<Value> = choices
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut choice = render(i, c);
+                if params.return_token_ids {
+                    choice["token_ids"] = json!(c.tokens);
+                }
+                choice
+            })
+            .collect();
         let mut answer = json!({
             "id": format!("{id_prefix}-{}", self.next_id.fetch_add(1, Ordering::Relaxed)),
             "object": object,
@@ -272,7 +290,7 @@ impl App {
         if let Some(ids) = prompt_ids {
             answer["prompt_token_ids"] = json!(ids);
         }
-        answer
+        Ok(answer)
     }
 
     /// A token as log-probs name it: `token_id:N` when asked, else its text.
@@ -314,10 +332,7 @@ fn content_text(content: &Value) -> Option<String> {
 }
 
 async fn chat(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
-    match chat_answer(&app, &body).await {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => error_response(&e),
-    }
+    respond(chat_answer(&app, &body).await)
 }
 
 async fn chat_answer(app: &App, body: &[u8]) -> std::result::Result<Value, ApiError> {
@@ -373,45 +388,26 @@ async fn chat_answer(app: &App, body: &[u8]) -> std::result::Result<Value, ApiEr
         .tokenizer
         .encode(&text, false)
         .map_err(|e| ApiError::invalid("messages", e.to_string()))?;
-    let prompt_len = prompt.len();
-    let prompt_ids = params.return_token_ids.then(|| prompt.clone());
-    let choices = app.sample(prompt, params.clone()).await?;
-    let completion_tokens: usize = choices.iter().map(|c| c.tokens.len()).sum();
-    let choices: Vec<Value> = choices
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let (content, calls) = if tools.is_some() {
-                crate::prompt::tool_calls::parse(&c.text)
-            } else {
-                (c.text.clone(), Vec::new())
-            };
-            let mut message = json!({"role": "assistant", "content": content});
-            let mut finish_reason = c.finish_reason;
-            if !calls.is_empty() {
-                message["tool_calls"] = json!(calls);
-                finish_reason = "tool_calls";
-            }
-            let mut choice = json!({
-                "index": i,
-                "message": message,
-                "logprobs": chat_logprobs(app, c, &params),
-                "finish_reason": finish_reason,
-            });
-            if params.return_token_ids {
-                choice["token_ids"] = json!(c.tokens);
-            }
-            choice
+    app.complete(prompt, &params, ("chatcmpl", "chat.completion"), |i, c| {
+        let (content, calls) = if tools.is_some() {
+            crate::prompt::tool_calls::parse(&c.text)
+        } else {
+            (c.text.clone(), Vec::new())
+        };
+        let mut message = json!({"role": "assistant", "content": content});
+        let mut finish_reason = c.finish_reason;
+        if !calls.is_empty() {
+            message["tool_calls"] = json!(calls);
+            finish_reason = "tool_calls";
+        }
+        json!({
+            "index": i,
+            "message": message,
+            "logprobs": chat_logprobs(app, c, &params),
+            "finish_reason": finish_reason,
         })
-        .collect();
-    Ok(app.answer(
-        "chatcmpl",
-        "chat.completion",
-        choices,
-        prompt_len,
-        completion_tokens,
-        prompt_ids,
-    ))
+    })
+    .await
 }
 
 fn chat_logprobs(app: &App, c: &Choice, params: &Params) -> Value {
@@ -441,10 +437,7 @@ fn chat_logprobs(app: &App, c: &Choice, params: &Params) -> Value {
 }
 
 async fn completions(State(app): State<Arc<App>>, body: axum::body::Bytes) -> Response {
-    match completions_answer(&app, &body).await {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => error_response(&e),
-    }
+    respond(completions_answer(&app, &body).await)
 }
 
 async fn completions_answer(app: &App, body: &[u8]) -> std::result::Result<Value, ApiError> {
@@ -482,57 +475,41 @@ async fn completions_answer(app: &App, body: &[u8]) -> std::result::Result<Value
             format!("token id {bad} is past the vocabulary ({vocab})"),
         ));
     }
-    let prompt_len = prompt.len();
-    let prompt_ids = params.return_token_ids.then(|| prompt.clone());
-    let choices = app.sample(prompt, params.clone()).await?;
-    let completion_tokens: usize = choices.iter().map(|c| c.tokens.len()).sum();
-    let choices: Vec<Value> = choices
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let logprobs = if params.logprobs {
-                let tokens: Vec<String> =
-                    c.tokens.iter().map(|&t| app.token_text(t, &params)).collect();
-                let mut offset = 0;
-                let offsets: Vec<usize> = tokens
-                    .iter()
-                    .map(|t| {
-                        let at = offset;
-                        offset += t.len();
-                        at
-                    })
-                    .collect();
-                let top: Vec<Value> = c
-                    .top
-                    .iter()
-                    .map(|best| {
-                        let map: serde_json::Map<String, Value> = best
-                            .iter()
-                            .map(|&(t, l)| (app.token_text(t, &params), json!(l)))
-                            .collect();
-                        Value::Object(map)
-                    })
-                    .collect();
-                json!({"tokens": tokens, "token_logprobs": c.logprobs,
-                       "top_logprobs": if params.top_logprobs > 0 { json!(top) } else { Value::Null },
-                       "text_offset": offsets})
-            } else {
-                Value::Null
-            };
-            let mut choice = json!({"index": i, "text": c.text, "logprobs": logprobs,
-                                    "finish_reason": c.finish_reason});
-            if params.return_token_ids {
-                choice["token_ids"] = json!(c.tokens);
-            }
-            choice
-        })
-        .collect();
-    Ok(app.answer(
-        "cmpl",
-        "text_completion",
-        choices,
-        prompt_len,
-        completion_tokens,
-        prompt_ids,
-    ))
+    app.complete(prompt, &params, ("cmpl", "text_completion"), |i, c| {
+        let logprobs = if params.logprobs {
+            let tokens: Vec<String> = c
+                .tokens
+                .iter()
+                .map(|&t| app.token_text(t, &params))
+                .collect();
+            let mut offset = 0;
+            let offsets: Vec<usize> = tokens
+                .iter()
+                .map(|t| {
+                    let at = offset;
+                    offset += t.len();
+                    at
+                })
+                .collect();
+            let top: Vec<Value> = c
+                .top
+                .iter()
+                .map(|best| {
+                    let map: serde_json::Map<String, Value> = best
+                        .iter()
+                        .map(|&(t, l)| (app.token_text(t, &params), json!(l)))
+                        .collect();
+                    Value::Object(map)
+                })
+                .collect();
+            json!({"tokens": tokens, "token_logprobs": c.logprobs,
+                   "top_logprobs": if params.top_logprobs > 0 { json!(top) } else { Value::Null },
+                   "text_offset": offsets})
+        } else {
+            Value::Null
+        };
+        json!({"index": i, "text": c.text, "logprobs": logprobs,
+               "finish_reason": c.finish_reason})
+    })
+    .await
 }
